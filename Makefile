@@ -1,0 +1,39 @@
+# Set-up and the everyday commands. `make demo` and `make test` install what they need.
+PYTHON ?= python3
+# CPU build of PyTorch (on the project's build machines pip takes it from local disk).
+# On a GPU machine: make install TORCH=torch  (or any CUDA build in the supported range)
+TORCH ?= torch==2.13.0
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO := configs/tiny.toml
+
+.PHONY: install demo test lint format clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check "$(TORCH)"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/translator prepare -c $(DEMO)
+	$(BIN)/translator train -c $(DEMO) --overwrite
+	$(BIN)/translator translate -c $(DEMO) "Hello." "I have to go to sleep." "Where is the station?"
+	$(BIN)/translator eval -c $(DEMO)
+
+test: install
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) runs data/prepared .pytest_cache .ruff_cache

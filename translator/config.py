@@ -1,0 +1,198 @@
+"""One typed config: data, model, train and decode sections, loaded from TOML.
+
+Unknown keys and wrongly typed values are errors that name the key. Relative paths
+are relative to the directory the command is run from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from translator.errors import UserError
+
+DEFAULT_CONFIG = Path("configs/tiny.toml")
+
+
+@dataclass
+class DataConfig:
+    inputs: list[str] = field(default_factory=list)  # corpus files read by `prepare`
+    format: str = "auto"  # auto | tatoeba | anki | jsonl
+    dir: str = "data/prepared/default"  # where splits, tokenizers and stats.json go
+    max_chars: int = 200  # drop a pair if either side is longer (characters)
+    min_length_ratio: float = 0.5  # English characters per Chinese character, lower bound
+    max_length_ratio: float = 9.0  # ... and upper bound
+    valid_size: int = 500  # pairs (whole English-sentence groups, so approximately)
+    test_size: int = 1000
+    seed: int = 1
+    src_vocab_size: int = 8000
+    tgt_vocab_size: int = 8000
+
+
+@dataclass
+class ModelConfig:
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    d_model: int = 256
+    heads: int = 4
+    ff_dim: int = 1024
+    dropout: float = 0.1
+    max_positions: int = 256  # longest token sequence the model accepts, either side
+    norm: str = "pre"  # pre | post (layer norm before or after each residual block)
+    tie_embeddings: bool = True  # decoder input embedding shared with the output projection
+
+
+@dataclass
+class TrainConfig:
+    run_dir: str = "runs/default"
+    max_epochs: int = 50
+    max_minutes: float = 0.0  # 0: no time budget
+    max_tokens: int = 4096  # padded target-or-source tokens per batch
+    lr: float = 1e-3  # peak learning rate, reached at the end of warm-up
+    warmup_steps: int = 1000
+    weight_decay: float = 0.01
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    plateau_factor: float = 0.5  # ReduceLROnPlateau on validation loss, after warm-up
+    plateau_patience: int = 2
+    min_lr: float = 1e-5
+    patience: int = 8  # early stopping: epochs without a better validation BLEU
+    bleu_samples: int = 500  # validation sentences translated for BLEU each epoch
+    log_every: int = 50  # steps between progress-bar updates (and NaN checks)
+    seed: int = 1
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+
+
+@dataclass
+class DecodeConfig:
+    batch_size: int = 64  # sentences per decoding batch
+    max_len_a: float = 1.5  # output limit: a * source tokens + b
+    max_len_b: int = 10
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+CHOICES = {
+    "data.format": ("auto", "tatoeba", "anki", "jsonl"),
+    "model.norm": ("pre", "post"),
+}
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    """Check one value against its field type; ints are accepted where floats are expected."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind == list[str]:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+        raise UserError(f"config key '{key}' must be a list of strings, got {value!r}")
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        raise UserError(f"config key '{key}' must be {kind.__name__}, got {value!r}")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise UserError(
+            f"config key '{key}' must be one of {', '.join(CHOICES[key])}, got {value!r}"
+        )
+    return value
+
+
+def _section(name: str, cls: type, values: dict[str, Any]) -> Any:
+    hints = get_type_hints(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in hints:
+            raise UserError(
+                f"unknown config key '{name}.{key}' (known: {', '.join(sorted(hints))})"
+            )
+        kwargs[key] = _coerce(f"{name}.{key}", value, hints[key])
+    return cls(**kwargs)
+
+
+def from_dict(raw: dict[str, Any]) -> Config:
+    sections = get_type_hints(Config)
+    for name in raw:
+        if name not in sections:
+            raise UserError(f"unknown config section '{name}' (known: {', '.join(sections)})")
+    built = {}
+    for name, cls in sections.items():
+        values = raw.get(name, {})
+        if not isinstance(values, dict):
+            raise UserError(f"config section '{name}' must be a table")
+        built[name] = _section(name, cls, values)
+    config = Config(**built)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Cross-field checks that a type alone cannot express."""
+    m = config.model
+    if m.d_model % m.heads:
+        raise UserError(f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
+    positive = {
+        "model.d_model": m.d_model,
+        "model.heads": m.heads,
+        "model.ff_dim": m.ff_dim,
+        "model.max_positions": m.max_positions,
+        "train.max_tokens": config.train.max_tokens,
+        "train.lr": config.train.lr,
+        "decode.batch_size": config.decode.batch_size,
+        "data.src_vocab_size": config.data.src_vocab_size,
+        "data.tgt_vocab_size": config.data.tgt_vocab_size,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise UserError(f"config key '{key}' must be positive, got {value}")
+    if not 0 <= config.train.label_smoothing < 1:
+        raise UserError("config key 'train.label_smoothing' must be in [0, 1)")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`section.key=value`, the value read as TOML (so 0.1, true, "x" and [..] work)."""
+    key, sep, value = text.partition("=")
+    if not sep or "." not in key:
+        raise UserError(f"--set expects section.key=value, got {text!r}")
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value  # a bare word: take it as a string
+    return key.strip(), parsed
+
+
+def load(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+    path = Path(path) if path is not None else DEFAULT_CONFIG
+    if not path.is_file():
+        hint = (
+            " (run it from the project directory, or pass --config)"
+            if path == DEFAULT_CONFIG
+            else ""
+        )
+        raise UserError(f"config file not found: {path}{hint}")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    for text in overrides:
+        key, value = parse_override(text)
+        section, _, name = key.partition(".")
+        raw.setdefault(section, {})[name] = value
+    try:
+        return from_dict(raw)
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
