@@ -1,0 +1,112 @@
+"""Shared fixtures: a generated English–Chinese corpus and small configs pointing at tmp dirs."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from translator.config import Config, from_dict
+
+SUBJECTS = [
+    ("I", "我"),
+    ("You", "你"),
+    ("He", "他"),
+    ("She", "她"),
+    ("We", "我们"),
+    ("They", "他们"),
+    ("Tom", "汤姆"),
+    ("Mary", "玛丽"),
+]
+MODALS = [("can", "能"), ("will", "会"), ("should", "应该")]
+VERBS = [("see", "看见"), ("buy", "买"), ("find", "找到"), ("draw", "画")]
+OBJECTS = [
+    ("the cat", "猫"),
+    ("the dog", "狗"),
+    ("the book", "书"),
+    ("the car", "车"),
+    ("the apple", "苹果"),
+    ("the flower", "花"),
+]
+
+
+def generated_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """n distinct templated pairs, e.g. ("Tom will buy the book.", "汤姆会买书。")."""
+    combos = list(itertools.product(SUBJECTS, MODALS, VERBS, OBJECTS))
+    random.Random(seed).shuffle(combos)
+    return [
+        (f"{s[0]} {m[0]} {v[0]} {o[0]}.", f"{s[1]}{m[1]}{v[1]}{o[1]}。")
+        for s, m, v, o in combos[:n]
+    ]
+
+
+def write_tatoeba(path: Path, pairs: list[tuple[str, str]]) -> Path:
+    path.write_text(
+        "".join(f"{100 + i}\t{en}\t{900 + i}\t{zh}\n" for i, (en, zh) in enumerate(pairs)),
+        encoding="utf-8",
+    )
+    return path
+
+
+def tiny_config(tmp: Path, **sections: dict) -> Config:
+    """A config small enough to train in seconds, with every path under `tmp`."""
+    raw = {
+        "data": {
+            "inputs": [str(tmp / "corpus.tsv")],
+            "dir": str(tmp / "prepared"),
+            "valid_size": 20,
+            "test_size": 20,
+            "src_vocab_size": 60,
+            "tgt_vocab_size": 60,
+        },
+        "model": {
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "d_model": 32,
+            "heads": 2,
+            "ff_dim": 64,
+            "dropout": 0.0,
+            "max_positions": 64,
+        },
+        "train": {
+            "run_dir": str(tmp / "run"),
+            "max_epochs": 2,
+            "max_tokens": 512,
+            "warmup_steps": 10,
+            "bleu_samples": 20,
+            "log_every": 5,
+        },
+    }
+    for name, values in sections.items():
+        raw[name] = {**raw.get(name, {}), **values}
+    return from_dict(raw)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return write_tatoeba(tmp_path / "corpus.tsv", generated_pairs(300))
+
+
+def run_cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run `translator ...` as a user would, in a fresh process."""
+    return subprocess.run(
+        [sys.executable, "-m", "translator", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

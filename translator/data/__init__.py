@@ -1,0 +1,1 @@
+"""From raw corpus files to batches: readers, normalisation, prepare, tokenizers, batching."""
