@@ -1,0 +1,99 @@
+import pytest
+import torch
+
+from translator.config import ModelConfig
+from translator.data.batching import padding_mask
+from translator.data.tokenizer import PAD
+from translator.model import Transformer
+from translator.train import sequence_loss
+
+SRC_V, TGT_V = 50, 60
+
+
+def model(**overrides) -> Transformer:
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        heads=4,
+        ff_dim=64,
+        dropout=0.0,
+        max_positions=40,
+        **overrides,
+    )
+    return Transformer(cfg, SRC_V, TGT_V).eval()
+
+
+def ids(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(4, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_output_shape(norm):
+    src, tgt = ids(3, 7, SRC_V), ids(3, 5, TGT_V)
+    assert model(norm=norm)(src, tgt, padding_mask(src)).shape == (3, 5, TGT_V)
+
+
+def test_decoder_is_causal():
+    m = model()
+    src, tgt = ids(2, 6, SRC_V), ids(2, 8, TGT_V)
+    changed = tgt.clone()
+    changed[:, 5:] = ids(2, 3, TGT_V, seed=1)
+    a, b = m(src, tgt, padding_mask(src)), m(src, changed, padding_mask(src))
+    torch.testing.assert_close(a[:, :5], b[:, :5])
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_source_padding_is_invisible():
+    m = model()
+    src, tgt = ids(1, 5, SRC_V), ids(1, 4, TGT_V)
+    padded = torch.cat([src, torch.full((1, 3), PAD)], dim=1)
+    alone = m(src, tgt, padding_mask(src))
+    torch.testing.assert_close(m(padded, tgt, padding_mask(padded)), alone)
+    # and a padded row in a batch gives what it gives alone
+    other = ids(1, 8, SRC_V, seed=2)
+    both = torch.cat([padded, other])
+    out = m(both, torch.cat([tgt, tgt]), padding_mask(both))
+    torch.testing.assert_close(out[:1], alone)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_incremental_decoding_matches_full_pass(norm):
+    m = model(norm=norm)
+    src, tgt = ids(3, 6, SRC_V), ids(3, 7, TGT_V)
+    src[1, 4:] = PAD
+    mask = padding_mask(src)
+    full = m(src, tgt, mask)
+    state = m.start_decoding(m.encode(src, mask), mask)
+    steps = []
+    for t in range(tgt.size(1)):
+        logits, state = m.decode(tgt[:, t : t + 1], state)
+        steps.append(logits)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_tied_embeddings_share_one_matrix():
+    tied, untied = model(tie_embeddings=True), model(tie_embeddings=False)
+    assert tied.project.weight is tied.tgt_embed.tokens.weight
+    extra = TGT_V * 32
+    assert (
+        sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters())
+        == extra
+    )
+
+
+def test_label_smoothed_loss_ignores_padding():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 10)
+    target = torch.tensor([[5, 6, 7, 3], [8, 3, PAD, PAD]])
+    loss = sequence_loss(logits, target, smoothing=0.1)
+    # the same loss computed by hand over the 6 real positions only
+    real = target != PAD
+    logp = logits[real].log_softmax(-1)
+    nll = -logp.gather(1, target[real][:, None]).squeeze(1)
+    smooth = -logp.mean(-1)
+    torch.testing.assert_close(loss, (0.9 * nll + 0.1 * smooth).sum())
+    noisy = logits.clone()
+    noisy[1, 2:] = 1e3 * torch.randn(2, 10)  # whatever the model says at padding...
+    torch.testing.assert_close(sequence_loss(noisy, target, smoothing=0.1), loss)  # ...is ignored

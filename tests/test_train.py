@@ -1,0 +1,128 @@
+import math
+
+import pytest
+import torch
+from conftest import tiny_config
+
+from translator import checkpoint
+from translator import train as train_module
+from translator.data.prepare import prepare, read_lines, split_file
+from translator.errors import UserError
+from translator.inference import Translator
+from translator.train import Trainer, TrainingDiverged, train
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def config(tmp_path, corpus):
+    cfg = tiny_config(tmp_path)
+    prepare(cfg.data)
+    return cfg
+
+
+def with_train(cfg, **values):
+    for key, value in values.items():
+        setattr(cfg.train, key, value)
+    return cfg
+
+
+def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
+    trainer = Trainer(config, CPU, progress=False)
+    trainer.start_fresh(overwrite=False)
+    trainer.run(max_minutes=0)
+    sentences = read_lines(split_file(config.data.dir, "test", "en"))
+    in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
+    loaded, saved_config = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
+    assert saved_config == config
+    assert loaded.translate(sentences) == in_memory.translate(sentences)
+    payload = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
+    assert payload["train_state"]["epoch"] == 2
+    assert {"optimizer", "scheduler", "tokenizers", "config"} <= payload.keys()
+
+
+def test_resume_continues_exactly_where_it_stopped(config, tmp_path):
+    straight = train(with_train(config, max_epochs=2), progress=False)
+    straight_weights = checkpoint.load(tmp_path / "run/checkpoints/last.pt")["model"]
+
+    first = train(with_train(config, max_epochs=1), overwrite=True, progress=False)
+    assert first.state.epoch == 1
+    resumed = train(with_train(config, max_epochs=2), resume=True, progress=False)
+    assert [row["epoch"] for row in resumed.history] == [2]
+    assert resumed.state.step == straight.state.step
+    weights = checkpoint.load(tmp_path / "run/checkpoints/last.pt")["model"]
+    for name, tensor in straight_weights.items():
+        torch.testing.assert_close(weights[name], tensor, msg=name)
+    rows = (tmp_path / "run/metrics.tsv").read_text().splitlines()
+    assert [row.split("\t")[0] for row in rows] == ["epoch", "1", "2"]
+
+
+def test_existing_run_needs_resume_or_overwrite(config):
+    train(config, progress=False)
+    with pytest.raises(UserError, match="--resume.*--overwrite"):
+        train(config, progress=False)
+
+
+def test_resume_refuses_a_different_model(config):
+    train(config, progress=False)
+    config.model.d_model = 64
+    with pytest.raises(UserError, match=r"\[model\] section differs"):
+        train(config, resume=True, progress=False)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(config, tmp_path, monkeypatch):
+    train(with_train(config, max_epochs=1), progress=False)
+    real_loss = train_module.sequence_loss
+    monkeypatch.setattr(
+        train_module, "sequence_loss", lambda *args, **kw: real_loss(*args, **kw) * math.nan
+    )
+    with pytest.raises(
+        TrainingDiverged, match=r"diverged.*last good checkpoint .*last.pt \(epoch 1\)"
+    ):
+        train(with_train(config, max_epochs=3), resume=True, progress=False)
+    monkeypatch.undo()
+    payload = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
+    assert payload["train_state"]["epoch"] == 1
+    assert all(torch.isfinite(t).all() for t in payload["model"].values())
+    translator, _ = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
+    assert len(translator.translate(["I can see the cat."])) == 1
+
+
+def test_time_budget_stops_and_saves(config, tmp_path):
+    result = train(with_train(config, max_epochs=50), max_minutes=1e-6, progress=False)
+    assert result.state.epoch == 1 and result.state.step == 1
+    assert "time budget" in result.stop_reason
+    assert (tmp_path / "run/checkpoints/best.pt").is_file()
+
+
+def test_early_stopping_on_validation_bleu(config):
+    result = train(
+        with_train(config, max_epochs=50, patience=1, lr=0.0, warmup_steps=1), progress=False
+    )  # a model that cannot learn stops improving at once
+    assert "early stopping" in result.stop_reason
+    assert result.state.epoch < 50
+
+
+def test_interrupted_write_leaves_the_old_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    checkpoint.save({"weights": torch.ones(3)}, path)
+
+    def crash(obj, f):
+        with open(f, "wb") as out:
+            out.write(b"half a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save({"weights": torch.zeros(3)}, path)
+    monkeypatch.undo()
+    assert checkpoint.load(path)["weights"].tolist() == [1.0, 1.0, 1.0]
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_unreadable_checkpoint_is_a_user_error(tmp_path):
+    (tmp_path / "best.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="cannot read checkpoint"):
+        checkpoint.load(tmp_path / "best.pt")
+    with pytest.raises(UserError, match="no checkpoint at"):
+        checkpoint.load(tmp_path / "missing.pt")

@@ -1,0 +1,128 @@
+"""Id sequences → length-bucketed, token-budget batches → padded tensors with masks.
+
+A source sequence is its pieces followed by EOS; a target sequence likewise, and the
+decoder reads it shifted right behind BOS (teacher forcing):
+
+    src     = [x1 x2 x3 EOS]
+    tgt_in  = [BOS y1 y2]      tgt_out = [y1 y2 EOS]
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from translator.data.tokenizer import BOS, EOS, PAD, Tokenizer
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) source ids, PAD on the right
+    tgt_in: torch.Tensor  # (B, T) BOS + target ids
+    tgt_out: torch.Tensor  # (B, T) target ids + EOS; PAD positions are ignored by the loss
+    src_mask: torch.Tensor  # (B, 1, 1, S) True where the source token is real
+    n_tokens: int  # real target tokens (the loss is averaged over these)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
+        return Batch(
+            move(self.src),
+            move(self.tgt_in),
+            move(self.tgt_out),
+            move(self.src_mask),
+            self.n_tokens,
+        )
+
+    def pin_memory(self) -> Batch:
+        return Batch(
+            self.src.pin_memory(),
+            self.tgt_in.pin_memory(),
+            self.tgt_out.pin_memory(),
+            self.src_mask.pin_memory(),
+            self.n_tokens,
+        )
+
+
+def encode(lines: Sequence[str], tokenizer: Tokenizer) -> list[np.ndarray]:
+    """Each line → int32 array of its piece ids followed by EOS."""
+    return [np.array(ids + [EOS], dtype=np.int32) for ids in tokenizer.encode(list(lines))]
+
+
+def encode_pairs(
+    src_lines: Sequence[str],
+    tgt_lines: Sequence[str],
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    max_len: int,
+) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+    """Encode parallel lines; pairs with a side longer than `max_len` ids (EOS included, and
+    BOS on the target side) are dropped. Returns (src, tgt, number dropped)."""
+    if len(src_lines) != len(tgt_lines):
+        raise ValueError(f"{len(src_lines)} source lines but {len(tgt_lines)} target lines")
+    src, tgt = encode(src_lines, src_tok), encode(tgt_lines, tgt_tok)
+    keep = [i for i in range(len(src)) if len(src[i]) <= max_len and len(tgt[i]) < max_len]
+    return [src[i] for i in keep], [tgt[i] for i in keep], len(src) - len(keep)
+
+
+def padding_mask(ids: torch.Tensor) -> torch.Tensor:
+    """(B, S) ids → (B, 1, 1, S) bool, True where a key may be attended to."""
+    return (ids != PAD)[:, None, None, :]
+
+
+def pad(seqs: Sequence[np.ndarray], prefix: int | None = None) -> torch.Tensor:
+    """Right-pad int sequences with PAD into a (B, L) long tensor, optionally prefixing one id."""
+    extra = prefix is not None
+    out = torch.full((len(seqs), max(len(s) for s in seqs) + extra), PAD, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        if extra:
+            out[row, 0] = prefix
+        out[row, extra : extra + len(seq)] = torch.from_numpy(seq)
+    return out
+
+
+def collate(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> Batch:
+    src_ids = pad(src)
+    tgt_out = pad(tgt)
+    tgt_in = pad([seq[:-1] for seq in tgt], prefix=BOS)  # drop EOS, put BOS in front
+    return Batch(src_ids, tgt_in, tgt_out, padding_mask(src_ids), sum(len(s) for s in tgt))
+
+
+def token_batches(
+    src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: int
+) -> list[list[int]]:
+    """Group example indices into batches of similar length whose padded size,
+    (examples) × (longest side in the batch), stays within `max_tokens`. Examples are taken
+    in order of length, so padding is small; one example longer than the budget gets a batch
+    of its own. Every index appears in exactly one batch."""
+    order = sorted(range(len(src_lens)), key=lambda i: (src_lens[i], tgt_lens[i]))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        length = max(src_lens[i], tgt_lens[i])
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def make_batches(
+    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], max_tokens: int
+) -> list[Batch]:
+    """Build every batch once; training then only shuffles their order each epoch."""
+    groups = token_batches([len(s) for s in src], [len(t) for t in tgt], max_tokens)
+    return [collate([src[i] for i in g], [tgt[i] for i in g]) for g in groups]
+
+
+def shuffled(batches: list[Batch], seed: int, epoch: int) -> list[Batch]:
+    order = list(range(len(batches)))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return [batches[i] for i in order]
