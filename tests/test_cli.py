@@ -1,0 +1,126 @@
+"""The CLI as a user runs it: separate processes, exit codes, what lands on stdout/stderr."""
+
+import json
+
+import pytest
+import torch
+from conftest import assert_one_line_error, run_cli
+
+CONFIG = """
+[data]
+inputs = ["corpus.tsv"]
+dir = "prepared"
+valid_size = 20
+test_size = 20
+src_vocab_size = 60
+tgt_vocab_size = 60
+
+[model]
+encoder_layers = 1
+decoder_layers = 1
+d_model = 32
+heads = 2
+ff_dim = 64
+
+[train]
+run_dir = "run"
+max_epochs = 2
+max_tokens = 512
+bleu_samples = 20
+"""
+
+
+@pytest.fixture
+def project(tmp_path, corpus):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "tiny.toml").write_text(CONFIG)
+    return tmp_path
+
+
+def test_prepare_train_translate_eval(project):
+    prepared = run_cli("prepare", cwd=project)  # the default config: configs/tiny.toml
+    assert prepared.returncode == 0, prepared.stderr
+    assert "300 rows" in prepared.stdout and "train 260 | valid 20 | test 20" in prepared.stdout
+
+    trained = run_cli("train", cwd=project)
+    assert trained.returncode == 0, trained.stderr
+    assert "stopped after epoch 2" in trained.stdout
+    assert "epoch 2: train loss" in trained.stderr
+    assert (project / "run/checkpoints/best.pt").is_file()
+    assert len((project / "run/metrics.tsv").read_text().splitlines()) == 3
+
+    one = run_cli("translate", "Tom can see the cat.", cwd=project)
+    assert one.returncode == 0, one.stderr
+    assert len(one.stdout.splitlines()) == 1
+
+    several = run_cli(
+        "translate",
+        "I can see the dog.",
+        "-",
+        cwd=project,
+        stdin="We will buy the car.\n\nShe should draw the flower.\n",
+    )
+    assert several.returncode == 0, several.stderr
+    lines = several.stdout.split("\n")[:-1]
+    assert len(lines) == 4 and lines[2] == ""  # blank in, blank out, order kept
+
+    (project / "in.txt").write_text("Mary will find the book.\nThey can buy the apple.\n")
+    to_file = run_cli("translate", "--input", "in.txt", "--output", "out.txt", cwd=project)
+    assert to_file.returncode == 0 and to_file.stdout == ""
+    assert len((project / "out.txt").read_text().splitlines()) == 2
+
+    scored = run_cli("eval", cwd=project)
+    assert scored.returncode == 0, scored.stderr
+    assert "BLEU = " in scored.stdout and "tok:zh" in scored.stdout and "chrF = " in scored.stdout
+    hyps = project / "run/checkpoints/best.test.en.hyp"
+    assert len(hyps.read_text().splitlines()) == 20
+    assert json.loads(hyps.with_suffix(".scores.json").read_text())["sentences"] == 20
+
+    (project / "ref.zh").write_text("我会找到书。\n他们能买苹果。\n")
+    own = run_cli("eval", "--src", "in.txt", "--ref", "ref.zh", cwd=project)
+    assert own.returncode == 0, own.stderr
+    assert "2 sentences" in own.stdout
+
+    again = run_cli("train", cwd=project)
+    assert_one_line_error(again, "--resume", "--overwrite")
+    resumed = run_cli("train", "--resume", "--set", "train.max_epochs=3", cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "stopped after epoch 3" in resumed.stdout
+
+
+def test_malformed_rows_reported_with_line_numbers(project):
+    with (project / "corpus.tsv").open("a") as f:
+        f.write("1\tbroken row\n")
+    result = run_cli("prepare", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "1 malformed" in result.stdout
+    assert "skipped corpus.tsv:301: expected 4 columns, found 2" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["prepare", "--input", "missing.tsv"], ["input file not found: missing.tsv"]),
+        (["prepare", "--input", "empty.tsv"], ["input file is empty"]),
+        (["prepare", "--input", "useless.tsv"], ["no usable pair"]),
+        (["prepare", "-c", "nope.toml"], ["config file not found: nope.toml"]),
+        (["prepare", "-c", "bad.toml"], ["unknown config key 'model.layers'"]),
+        (["prepare", "--set", "train.lr=fast"], ["'train.lr' must be float"]),
+        (["train"], ["no prepared data", "translator prepare"]),
+        (["translate", "Hello."], ["no checkpoint at run/checkpoints/best.pt"]),
+        (["translate"], ["nothing to translate"]),
+        (["eval"], ["no test split"]),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(project, args, fragments):
+    (project / "empty.tsv").write_text("")
+    (project / "useless.tsv").write_text("1\t\t2\t空。\n")
+    (project / "bad.toml").write_text("[model]\nlayers = 3\n")
+    assert_one_line_error(run_cli(*args, cwd=project), *fragments)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_asking_for_cuda_without_it_is_a_user_error(project):
+    assert_one_line_error(
+        run_cli("train", "--device", "cuda", cwd=project), "CUDA is not available"
+    )

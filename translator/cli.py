@@ -1,0 +1,216 @@
+"""The `translator` command. Each subcommand parses its options, loads the config, calls one
+function and prints a short summary. Errors a user can cause end with one line on stderr
+and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tqdm import tqdm
+
+from translator import config as config_module
+from translator.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="English→Chinese neural machine translation: prepare → train → translate → eval.",
+)
+
+ConfigOpt = Annotated[
+    Path,
+    typer.Option(
+        "--config", "-c", help="TOML config; paths in it are relative to the current directory."
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config value, e.g. --set train.lr=5e-4 (repeatable)."),
+]
+DeviceOpt = Annotated[
+    str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (default: the config's).")
+]
+CheckpointOpt = Annotated[
+    Path | None,
+    typer.Option("--checkpoint", help="Checkpoint to use (default: the run's best.pt)."),
+]
+DEFAULT_CONFIG = config_module.DEFAULT_CONFIG
+
+
+class _TqdmHandler(logging.Handler):
+    """Log lines printed above any progress bar instead of through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tqdm.write(self.format(record), file=sys.stderr)
+
+
+def _setup_logging() -> None:
+    handler = _TqdmHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("translator")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def _user_errors(command):
+    """Turn UserError (and Ctrl-C) into one line on stderr and a non-zero exit."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _default_checkpoint(cfg: config_module.Config, given: Path | None) -> Path:
+    return given or Path(cfg.train.run_dir) / "checkpoints" / "best.pt"
+
+
+@app.command()
+@_user_errors
+def prepare(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    input: Annotated[  # noqa: A002 - the option is --input
+        list[Path] | None,
+        typer.Option("--input", "-i", help="Corpus file (repeatable); default: data.inputs."),
+    ] = None,
+    format: Annotated[  # noqa: A002
+        str | None, typer.Option("--format", help="auto, tatoeba, anki or jsonl.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
+    set_: SetOpt = None,
+):
+    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers."""
+    from translator.data.prepare import prepare as run_prepare
+
+    cfg = config_module.load(config, set_ or [])
+    if out is not None:
+        cfg.data.dir = str(out)
+    result = run_prepare(cfg.data, [str(p) for p in input] if input else None, format)
+    s = result.stats
+    for example in s["malformed_examples"]:
+        typer.echo(f"skipped {example}", err=True)
+    typer.echo(
+        f"read {s['rows_read']:,} rows from {len(s['inputs'])} file(s): {s['malformed']:,} "
+        f"malformed, {s['empty']:,} empty, {s['filtered']:,} filtered (too long or bad length "
+        f"ratio), {s['duplicates']:,} duplicates; {s['traditional_converted']:,} converted to "
+        "simplified"
+    )
+    splits = " | ".join(f"{name} {count:,}" for name, count in s["splits"].items())
+    typer.echo(f"{s['pairs']:,} pairs → {splits}")
+    typer.echo(f"wrote splits, spm.en.model, spm.zh.model and stats.json to {result.dir}")
+
+
+@app.command()
+@_user_errors
+def train(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from last.pt.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Start again, replacing an existing run.")
+    ] = False,
+    max_minutes: Annotated[
+        float | None, typer.Option("--max-minutes", help="Time budget (default: the config's).")
+    ] = None,
+    device: DeviceOpt = None,
+    set_: SetOpt = None,
+):
+    """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
+    from translator.train import train as run_train
+
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other")
+    cfg = config_module.load(config, set_ or [])
+    _setup_logging()
+    result = run_train(
+        cfg, resume=resume, overwrite=overwrite, device=device, max_minutes=max_minutes
+    )
+    state = result.state
+    typer.echo(f"stopped after epoch {state.epoch} ({state.step:,} steps): {result.stop_reason}")
+    typer.echo(
+        f"best valid BLEU {state.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
+    )
+
+
+@app.command()
+@_user_errors
+def translate(
+    text: Annotated[
+        list[str] | None, typer.Argument(help="Sentences to translate; '-' reads stdin.")
+    ] = None,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    input: Annotated[  # noqa: A002
+        Path | None, typer.Option("--input", "-i", help="File with one sentence a line.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write translations here.")
+    ] = None,
+    checkpoint: CheckpointOpt = None,
+    device: DeviceOpt = None,
+    set_: SetOpt = None,
+):
+    """Translate English sentences into Chinese (greedy decoding)."""
+    from translator.data.prepare import read_lines
+    from translator.inference import Translator, pick_device
+
+    sentences: list[str] = []
+    for item in text or []:
+        sentences.extend(sys.stdin.read().splitlines() if item == "-" else [item])
+    if input is not None:
+        sentences.extend(read_lines(input))
+    if not text and input is None:
+        raise UserError("nothing to translate: give sentences, '-' for stdin, or --input FILE")
+    cfg = config_module.load(config, set_ or [])
+    _setup_logging()
+    path = _default_checkpoint(cfg, checkpoint)
+    translator, _ = Translator.from_checkpoint(path, pick_device(device or cfg.train.device))
+    results = translator.translate(sentences)
+    lines = "".join(r + "\n" for r in results)
+    if output is not None:
+        output.write_text(lines, encoding="utf-8")
+    else:
+        sys.stdout.write(lines)
+
+
+@app.command("eval")
+@_user_errors
+def evaluate(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
+    ref: Annotated[Path | None, typer.Option("--ref", help="Chinese reference file.")] = None,
+    checkpoint: CheckpointOpt = None,
+    device: DeviceOpt = None,
+    set_: SetOpt = None,
+):
+    """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split."""
+    from translator.evaluate import evaluate_files
+
+    cfg = config_module.load(config, set_ or [])
+    if (src is None) != (ref is None):
+        raise UserError("--src and --ref go together")
+    _setup_logging()
+    result = evaluate_files(
+        cfg, _default_checkpoint(cfg, checkpoint), src, ref, device or cfg.train.device
+    )
+    s = result.scores
+    typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
+    typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")
+    typer.echo(f"{s.sentences:,} sentences; hypotheses in {result.hypotheses}")
+
+
+def main() -> None:
+    app()
