@@ -367,7 +367,7 @@ class Trainer:
                 self.data.bleu_src[0],
                 hyps[0],
             )
-            if out_of_time:
+            if out_of_time or time.monotonic() > deadline:  # validation may use up the rest
                 reason = f"time budget of {max_minutes:g} minutes used"
                 break
         return TrainResult(self.run_dir, self.state, reason, history)
