@@ -27,8 +27,8 @@ from tqdm import tqdm
 
 from translator import checkpoint
 from translator.config import Config, from_dict
-from translator.data.batching import Batch, encode_pairs, make_batches, shuffled
-from translator.data.prepare import read_split, tokenizer_file
+from translator.data.batching import shuffled
+from translator.data.dataset import load_training_data
 from translator.data.tokenizer import PAD, load_tokenizer
 from translator.errors import UserError
 from translator.evaluate import score
@@ -75,54 +75,11 @@ class TrainState:
 
 
 @dataclass
-class TrainData:
-    tokenizer_paths: dict[str, str]
-    tokenizer_models: dict[str, bytes]
-    train: list[Batch]
-    valid: list[Batch]
-    bleu_src: list[str]
-    bleu_ref: list[str]
-    train_pairs: int
-    dropped: int
-
-
-@dataclass
 class TrainResult:
     run_dir: Path
     state: TrainState
     stop_reason: str
     history: list[dict] = field(default_factory=list)
-
-
-def load_data(config: Config) -> TrainData:
-    data_dir = Path(config.data.dir)
-    paths = {"src": tokenizer_file(data_dir, "en"), "tgt": tokenizer_file(data_dir, "zh")}
-    for path in paths.values():
-        if not path.is_file():
-            raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
-    src_tok, tgt_tok = load_tokenizer(paths["src"]), load_tokenizer(paths["tgt"])
-    limit = config.model.max_positions
-
-    def batches(src: list[str], tgt: list[str]) -> tuple[list[Batch], int, int]:
-        src_ids, tgt_ids, dropped = encode_pairs(src, tgt, src_tok, tgt_tok, limit)
-        if not src_ids:
-            raise UserError(f"no usable training pairs in {data_dir}")
-        return make_batches(src_ids, tgt_ids, config.train.max_tokens), len(src_ids), dropped
-
-    train, train_pairs, dropped = batches(*read_split(data_dir, "train"))
-    valid_src, valid_ref = read_split(data_dir, "valid")
-    valid, _, _ = batches(valid_src, valid_ref)
-    n = config.train.bleu_samples
-    return TrainData(
-        tokenizer_paths={k: str(p) for k, p in paths.items()},
-        tokenizer_models={k: p.read_bytes() for k, p in paths.items()},
-        train=train,
-        valid=valid,
-        bleu_src=valid_src[:n],
-        bleu_ref=valid_ref[:n],
-        train_pairs=train_pairs,
-        dropped=dropped,
-    )
 
 
 class Trainer:
@@ -135,7 +92,7 @@ class Trainer:
         self.ckpt_dir = checkpoint.checkpoint_dir(self.run_dir)
         torch.manual_seed(self.cfg.seed)
         random.seed(self.cfg.seed)
-        self.data = load_data(config)
+        self.data = load_training_data(config)
         self.src_tok = load_tokenizer(self.data.tokenizer_models["src"])
         self.tgt_tok = load_tokenizer(self.data.tokenizer_models["tgt"])
         self.model = Transformer(

@@ -1,0 +1,50 @@
+import logging
+
+import pytest
+import torch
+from conftest import tiny_config
+
+from translator.config import DecodeConfig
+from translator.data.prepare import prepare, tokenizer_file
+from translator.data.tokenizer import load_tokenizer
+from translator.inference import Translator
+from translator.model import Transformer
+
+
+@pytest.fixture
+def translator(tmp_path, corpus):
+    config = tiny_config(tmp_path, model={"max_positions": 16})
+    prepare(config.data)
+    src = load_tokenizer(tokenizer_file(config.data.dir, "en"))
+    tgt = load_tokenizer(tokenizer_file(config.data.dir, "zh"))
+    torch.manual_seed(0)
+    model = Transformer(config.model, src.get_piece_size(), tgt.get_piece_size())
+    return Translator(model, src, tgt, DecodeConfig(batch_size=3, max_len_a=1.0, max_len_b=4))
+
+
+def test_batched_translation_equals_one_at_a_time_in_input_order(translator):
+    sentences = [
+        "Tom can see the cat.",
+        "I will buy the book.",
+        "",
+        "She should draw.",
+        "We can find the dog and the car.",
+        "He will see.",
+    ]
+    batched = translator.translate(sentences)
+    assert batched == [translator.translate([s])[0] for s in sentences]
+    assert batched[2] == ""
+
+
+def test_input_is_normalised_like_the_training_data(translator):
+    assert translator.translate(["Ｔｏｍ  can\u3000see the cat."]) == translator.translate(
+        ["Tom can see the cat."]
+    )
+
+
+def test_too_long_input_is_truncated_with_a_warning(translator, caplog):
+    long = " ".join(["Tom can see the cat and the dog."] * 10)
+    with caplog.at_level(logging.WARNING, logger="translator"):
+        out = translator.translate([long, "Tom can see the cat."])
+    assert len(out) == 2
+    assert "only the first 16 are translated" in caplog.text
