@@ -76,6 +76,12 @@ def test_prepare_train_translate_eval(project):
     assert len(hyps.read_text().splitlines()) == 20
     assert json.loads(hyps.with_suffix(".scores.json").read_text())["sentences"] == 20
 
+    beam = run_cli("eval", "--beam", "3", "--length-penalty", "1.0", cwd=project)
+    assert beam.returncode == 0, beam.stderr
+    assert (project / "run/checkpoints/best.test.en.beam3.hyp").is_file()
+    beam_one = run_cli("translate", "--beam", "1", "Tom can see the cat.", cwd=project)
+    assert beam_one.stdout == one.stdout
+
     (project / "ref.zh").write_text("我会找到书。\n他们能买苹果。\n")
     own = run_cli("eval", "--src", "in.txt", "--ref", "ref.zh", cwd=project)
     assert own.returncode == 0, own.stderr
@@ -109,6 +115,7 @@ def test_malformed_rows_reported_with_line_numbers(project):
         (["train"], ["no prepared data", "translator prepare"]),
         (["translate", "Hello."], ["no checkpoint at run/checkpoints/best.pt"]),
         (["translate"], ["nothing to translate"]),
+        (["translate", "--beam", "0", "Hi."], ["'decode.beam' must be positive"]),
         (["eval"], ["no test split"]),
     ],
 )

@@ -97,3 +97,24 @@ def test_label_smoothed_loss_ignores_padding():
     noisy = logits.clone()
     noisy[1, 2:] = 1e3 * torch.randn(2, 10)  # whatever the model says at padding...
     torch.testing.assert_close(sequence_loss(noisy, target, smoothing=0.1), loss)  # ...is ignored
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_dropout_drops_p_and_keeps_the_expectation(p):
+    from translator.model import Dropout
+
+    drop = Dropout(p)
+    x = torch.ones(1000, 1000, requires_grad=True)
+    torch.manual_seed(0)
+    y = drop(x)
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - p) < 0.002
+    assert abs(y.mean().item() - 1.0) < 0.005
+    torch.testing.assert_close(
+        y[y != 0], torch.full_like(y[y != 0], 1 / (1 - p)), rtol=2e-5, atol=0
+    )
+    y.sum().backward()
+    assert torch.equal(x.grad == 0, y == 0)  # the gradient flows exactly where values did
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)  # seeded like every other random op
+    assert drop.eval()(x) is x

@@ -40,6 +40,13 @@ CheckpointOpt = Annotated[
     Path | None,
     typer.Option("--checkpoint", help="Checkpoint to use (default: the run's best.pt)."),
 ]
+BeamOpt = Annotated[
+    int | None, typer.Option("--beam", help="Beam size; 1 is greedy (default: decode.beam).")
+]
+PenaltyOpt = Annotated[
+    float | None,
+    typer.Option("--length-penalty", help="GNMT length penalty alpha for beam search."),
+]
 DEFAULT_CONFIG = config_module.DEFAULT_CONFIG
 
 
@@ -78,6 +85,12 @@ def _user_errors(command):
 
 def _default_checkpoint(cfg: config_module.Config, given: Path | None) -> Path:
     return given or Path(cfg.train.run_dir) / "checkpoints" / "best.pt"
+
+
+def _decode_options(beam: int | None, length_penalty: float | None) -> list[str]:
+    """--beam / --length-penalty as config overrides, validated like the config itself."""
+    options = [] if beam is None else [f"decode.beam={beam}"]
+    return options + ([] if length_penalty is None else [f"decode.length_penalty={length_penalty}"])
 
 
 @app.command()
@@ -160,10 +173,12 @@ def translate(
         Path | None, typer.Option("--output", "-o", help="Write translations here.")
     ] = None,
     checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
     set_: SetOpt = None,
 ):
-    """Translate English sentences into Chinese (greedy decoding)."""
+    """Translate English sentences into Chinese (greedy, or beam search with --beam)."""
     from translator.data.prepare import read_lines
     from translator.inference import Translator, pick_device
 
@@ -174,10 +189,12 @@ def translate(
         sentences.extend(read_lines(input))
     if not text and input is None:
         raise UserError("nothing to translate: give sentences, '-' for stdin, or --input FILE")
-    cfg = config_module.load(config, set_ or [])
+    cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
     _setup_logging()
     path = _default_checkpoint(cfg, checkpoint)
-    translator, _ = Translator.from_checkpoint(path, pick_device(device or cfg.train.device))
+    translator, _ = Translator.from_checkpoint(
+        path, pick_device(device or cfg.train.device), cfg.decode
+    )
     results = translator.translate(sentences)
     lines = "".join(r + "\n" for r in results)
     if output is not None:
@@ -193,13 +210,15 @@ def evaluate(
     src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="Chinese reference file.")] = None,
     checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
     set_: SetOpt = None,
 ):
     """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split."""
     from translator.evaluate import evaluate_files
 
-    cfg = config_module.load(config, set_ or [])
+    cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together")
     _setup_logging()

@@ -74,6 +74,8 @@ class TrainConfig:
 @dataclass
 class DecodeConfig:
     batch_size: int = 64  # sentences per decoding batch
+    beam: int = 1  # 1: greedy search; more: beam search with this many beams
+    length_penalty: float = 0.6  # GNMT alpha for beam search: score = log P / ((5+len)/6)^alpha
     max_len_a: float = 1.5  # output limit: a * source tokens + b
     max_len_b: int = 10
 
@@ -153,12 +155,17 @@ def validate(config: Config) -> None:
         "train.max_tokens": config.train.max_tokens,
         "train.lr": config.train.lr,
         "decode.batch_size": config.decode.batch_size,
+        "decode.beam": config.decode.beam,
         "data.src_vocab_size": config.data.src_vocab_size,
         "data.tgt_vocab_size": config.data.tgt_vocab_size,
     }
     for key, value in positive.items():
         if value <= 0:
             raise UserError(f"config key '{key}' must be positive, got {value}")
+    if config.decode.length_penalty < 0:
+        raise UserError("config key 'decode.length_penalty' must be >= 0")
+    if not 0 <= m.dropout < 1:
+        raise UserError("config key 'model.dropout' must be in [0, 1)")
     if not 0 <= config.train.label_smoothing < 1:
         raise UserError("config key 'train.label_smoothing' must be in [0, 1)")
 

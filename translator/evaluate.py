@@ -64,10 +64,11 @@ def evaluate_files(
     sources, references = read_lines(src), read_lines(ref)
     if len(sources) != len(references):
         raise UserError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
-    translator, _ = Translator.from_checkpoint(checkpoint, pick_device(device))
+    translator, _ = Translator.from_checkpoint(checkpoint, pick_device(device), config.decode)
     hypotheses = translator.translate(sources)
     scores = score(hypotheses, references)
-    hyp_path = checkpoint.with_name(f"{checkpoint.stem}.{src.name}.hyp")
+    search = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
+    hyp_path = checkpoint.with_name(f"{checkpoint.stem}.{src.name}{search}.hyp")
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
     return EvalResult(scores, hyp_path)

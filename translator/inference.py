@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from translator.checkpoint import load as load_checkpoint
@@ -14,7 +15,7 @@ from translator.config import Config, DecodeConfig, from_dict
 from translator.data.batching import encode, pad, padding_mask
 from translator.data.normalize import normalize_en
 from translator.data.tokenizer import EOS, Tokenizer, load_tokenizer
-from translator.decode import greedy
+from translator.decode import beam_search, greedy
 from translator.errors import UserError
 from translator.model import Transformer
 
@@ -43,7 +44,11 @@ class Translator:
         self.decode = decode
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: torch.device) -> tuple[Translator, Config]:
+    def from_checkpoint(
+        cls, path: str | Path, device: torch.device, decode: DecodeConfig | None = None
+    ) -> tuple[Translator, Config]:
+        """The model and tokenizers saved in a checkpoint; decoding settings from `decode`,
+        or the ones the checkpoint was trained with."""
         payload = load_checkpoint(path)
         config = from_dict(payload["config"])
         src_tok = load_tokenizer(payload["tokenizer_models"]["src"])
@@ -51,22 +56,27 @@ class Translator:
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
         model.to(device).eval()
-        return cls(model, src_tok, tgt_tok, config.decode), config
+        return cls(model, src_tok, tgt_tok, decode or config.decode), config
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     def translate(self, sentences: Sequence[str]) -> list[str]:
-        """Translate in batches of similar length; the output keeps the input order.
-        Blank inputs give blank outputs."""
-        was_training = self.model.training
-        self.model.eval()
-        limit = self.model.cfg.max_positions
+        """English sentences → Chinese, in input order. Blank inputs give blank outputs."""
         texts = [normalize_en(s) for s in sentences]
         todo = [i for i, text in enumerate(texts) if text]
-        ids = dict(zip(todo, encode([texts[i] for i in todo], self.src_tok), strict=True))
-        for i, seq in ids.items():
+        results = [""] * len(texts)
+        outputs = self.search(self.encode([texts[i] for i in todo]))
+        for i, ids in zip(todo, outputs, strict=True):
+            results[i] = self.tgt_tok.decode(ids)
+        return results
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Normalised text → source ids ending in EOS, cut to the model's max_positions."""
+        limit = self.model.cfg.max_positions
+        sources = encode(texts, self.src_tok)
+        for i, seq in enumerate(sources):
             if len(seq) > limit:
                 log.warning(
                     "input %d has %d tokens; only the first %d are translated",
@@ -74,21 +84,31 @@ class Translator:
                     len(seq),
                     limit,
                 )
-                seq = seq[:limit].copy()
-                seq[-1] = EOS
-                ids[i] = seq
-        todo.sort(key=lambda i: len(ids[i]))
-        results = [""] * len(texts)
-        size = self.decode.batch_size
-        for start in range(0, len(todo), size):
-            rows = todo[start : start + size]
-            src = pad([ids[i] for i in rows]).to(self.device)
-            lengths = torch.tensor([len(ids[i]) for i in rows])
-            max_lens = (lengths * self.decode.max_len_a + self.decode.max_len_b).long()
-            max_lens = max_lens.clamp(max=limit - 1)  # BOS takes the first position
-            for i, out in zip(
-                rows, greedy(self.model, src, padding_mask(src), max_lens), strict=True
-            ):
-                results[i] = self.tgt_tok.decode(out)
+                sources[i] = np.append(seq[: limit - 1], EOS).astype(seq.dtype)
+        return sources
+
+    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
+        """Source ids → output ids (no BOS/EOS), in input order. Sentences are sorted by
+        length into batches of `decode.batch_size`; `decode.beam` picks greedy or beam
+        search; each may write `max_len_a × source length + max_len_b` tokens."""
+        cfg = self.decode
+        was_training = self.model.training
+        self.model.eval()
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        outputs: list[list[int]] = [[] for _ in sources]
+        for start in range(0, len(order), cfg.batch_size):
+            rows = order[start : start + cfg.batch_size]
+            src = pad([sources[i] for i in rows]).to(self.device)
+            lengths = torch.tensor([len(sources[i]) for i in rows])
+            max_lens = (lengths * cfg.max_len_a + cfg.max_len_b).long()
+            max_lens = max_lens.clamp(max=self.model.cfg.max_positions - 1)  # BOS is one
+            if cfg.beam == 1:
+                found = greedy(self.model, src, padding_mask(src), max_lens)
+            else:
+                found = beam_search(
+                    self.model, src, padding_mask(src), max_lens, cfg.beam, cfg.length_penalty
+                )
+            for i, ids in zip(rows, found, strict=True):
+                outputs[i] = ids
         self.model.train(was_training)
-        return results
+        return outputs

@@ -39,6 +39,30 @@ def sinusoids(length: int, d_model: int) -> torch.Tensor:
     return table
 
 
+class Dropout(nn.Module):
+    """Inverted dropout with a cheaper mask on the CPU. There PyTorch draws one mt19937
+    number per element, which made dropout 17% of a training step; here each 64-bit draw
+    gives four 16-bit numbers (3.5x cheaper). The drop probability is rounded to a multiple
+    of 1/65536. Other devices use F.dropout."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+        dropped = round(p * 65536)
+        self.threshold = dropped - 32768  # int16 values below this are dropped
+        self.scale = 65536 / (65536 - dropped)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu":
+            return F.dropout(x, self.p, training=True)
+        n = x.numel()
+        bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
+        keep = bits.view(torch.int16)[:n].view(x.shape) >= self.threshold
+        return x * (keep * self.scale)  # one float mask: the fastest form, forward and backward
+
+
 class Embedding(nn.Module):
     """Token embedding scaled by √D, plus sinusoidal position, then dropout."""
 
@@ -47,7 +71,7 @@ class Embedding(nn.Module):
         self.tokens = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.scale = math.sqrt(d_model)
         self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         length = ids.size(1)
@@ -129,7 +153,7 @@ class CrossAttention(nn.Module):
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ff_dim: int, dropout: float):
         super().__init__(
-            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+            nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model)
         )
 
 
@@ -140,7 +164,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def input(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,143 @@
+import itertools
+
+import pytest
+import torch
+from conftest import tiny_config
+
+from translator.config import ModelConfig
+from translator.data.batching import padding_mask
+from translator.data.prepare import prepare, read_split
+from translator.data.tokenizer import BOS, EOS, PAD, UNK
+from translator.decode import NEVER_OUTPUT, beam_search, greedy, length_penalty
+from translator.inference import Translator
+from translator.model import Transformer
+from translator.train import Trainer
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained for a few epochs: it ends sentences at varied lengths."""
+    from conftest import generated_pairs, write_tatoeba
+
+    tmp = tmp_path_factory.mktemp("decode")
+    write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))
+    config = tiny_config(tmp, train={"max_epochs": 25, "lr": 3e-3, "warmup_steps": 20})
+    prepare(config.data)
+    trainer = Trainer(config, torch.device("cpu"), progress=False)
+    trainer.start_fresh(overwrite=False)
+    trainer.run(max_minutes=0)
+    translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
+    sentences = read_split(config.data.dir, "test")[0] + read_split(config.data.dir, "valid")[0]
+    return translator, translator.encode(sentences)
+
+
+def uncached_greedy(model, src, max_lens):
+    """The naive algorithm: re-run the decoder over the whole prefix for every token."""
+    mask = padding_mask(src)
+    memory = model.encode(src, mask)
+    prefix = torch.full((src.size(0), 1), BOS)
+    for _ in range(int(max_lens.max())):
+        logits, _ = model.decode(prefix, model.start_decoding(memory, mask))
+        logits = logits[:, -1]
+        logits[:, NEVER_OUTPUT] = float("-inf")
+        prefix = torch.cat([prefix, logits.argmax(-1, keepdim=True)], dim=1)
+    outputs = []
+    for row, limit in zip(prefix[:, 1:].tolist(), max_lens.tolist(), strict=True):
+        row = row[:limit]
+        outputs.append(row[: row.index(EOS)] if EOS in row else row)
+    return outputs
+
+
+def test_cached_greedy_equals_uncached_re_decoding(trained):
+    translator, sources = trained
+    model = translator.model.eval()
+    from translator.data.batching import pad
+
+    src = pad(sources[:40])
+    max_lens = torch.tensor([2 + i % 5 for i in range(40)])  # some stop at EOS, some at limit
+    with torch.inference_mode():
+        expected = uncached_greedy(model, src, max_lens)
+    assert greedy(model, src, padding_mask(src), max_lens) == expected
+    lengths = [len(o) for o in expected]
+    assert any(n < limit for n, limit in zip(lengths, max_lens.tolist(), strict=True))
+    assert any(n == limit for n, limit in zip(lengths, max_lens.tolist(), strict=True))
+
+
+def test_beam_one_is_exactly_greedy(trained):
+    translator, sources = trained
+    greedy_out = translator.search(sources)
+    translator.decode.beam = 1
+    from translator.data.batching import pad
+
+    for start in range(0, len(sources), 16):
+        src = pad(sources[start : start + 16])
+        max_lens = torch.tensor([2 + i % 5 for i in range(len(src))])
+        for alpha in (0.0, 0.6, 2.0):
+            beam = beam_search(translator.model, src, padding_mask(src), max_lens, 1, alpha)
+            assert beam == greedy(translator.model, src, padding_mask(src), max_lens)
+    assert greedy_out == translator.search(sources)
+
+
+def test_beam_search_through_the_translator_gives_clean_ids(trained):
+    translator, sources = trained
+    greedy_out = translator.search(sources)
+    translator.decode.beam = 4
+    try:
+        beam_out = translator.search(sources)
+    finally:
+        translator.decode.beam = 1
+    assert len(beam_out) == len(greedy_out)
+    assert all(EOS not in out and BOS not in out for out in beam_out)
+
+
+def sequence_log_prob(model, src, hyp):
+    """log P(hyp + EOS | src) under the model, by teacher forcing."""
+    target = torch.tensor([hyp + [EOS]])
+    tgt_in = torch.tensor([[BOS] + hyp])
+    logits = model(src, tgt_in, padding_mask(src))[0]
+    logp = logits.float().log_softmax(-1)
+    logp[:, NEVER_OUTPUT] = float("-inf")
+    # decoding renormalises nothing: NEVER_OUTPUT tokens are masked after log_softmax
+    return float(logp.gather(1, target.T).sum())
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_wide_beam_finds_the_exhaustive_optimum(alpha, seed):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        encoder_layers=1,
+        decoder_layers=1,
+        d_model=16,
+        heads=2,
+        ff_dim=32,
+        dropout=0.0,
+        max_positions=8,
+    )
+    model = Transformer(cfg, 10, 6).eval()  # outputs: UNK, EOS, 4, 5
+    src = torch.tensor([[4, 5, 6, EOS]])
+    limit = 3
+    words = [UNK, 4, 5]
+    with torch.inference_mode():
+        candidates = [list(h) for n in range(limit + 1) for h in itertools.product(words, repeat=n)]
+        scored = [
+            (sequence_log_prob(model, src, h) / length_penalty(len(h) + 1, alpha), h)
+            for h in candidates
+        ]
+        best = max(scored)[1]
+        found = beam_search(
+            model, src, padding_mask(src), torch.tensor([limit]), beam=len(candidates), alpha=alpha
+        )
+    assert found == [best]
+
+
+def test_beam_search_handles_padding_and_shrinking_batches(trained):
+    translator, sources = trained
+    translator.decode.beam = 3
+    try:
+        together = translator.search(sources[:12])
+        alone = [translator.search([s])[0] for s in sources[:12]]
+    finally:
+        translator.decode.beam = 1
+    assert together == alone
+    assert PAD not in sum(together, [])
