@@ -27,12 +27,12 @@ def test_example_longer_than_budget_gets_its_own_batch():
 def test_batches_are_length_sorted_and_shuffled_per_epoch():
     seqs = [np.arange(4, 4 + n, dtype=np.int32) for n in range(1, 60)]
     batches = make_batches(seqs, seqs, max_tokens=64)
-    widths = [b.src.size(1) for b in batches]
+    widths = [b.tgt_out.size(1) for b in batches]
     assert widths == sorted(widths)
-    epoch0 = [b.src.size(1) for b in shuffled(batches, seed=1, epoch=0)]
-    epoch1 = [b.src.size(1) for b in shuffled(batches, seed=1, epoch=1)]
+    epoch0 = [b.tgt_out.size(1) for b in shuffled(batches, seed=1, epoch=0)]
+    epoch1 = [b.tgt_out.size(1) for b in shuffled(batches, seed=1, epoch=1)]
     assert sorted(epoch0) == sorted(widths) and epoch0 != epoch1
-    assert epoch0 == [b.src.size(1) for b in shuffled(batches, seed=1, epoch=0)]
+    assert epoch0 == [b.tgt_out.size(1) for b in shuffled(batches, seed=1, epoch=0)]
 
 
 def test_collate_pads_shifts_and_masks():

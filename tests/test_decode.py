@@ -101,9 +101,10 @@ def sequence_log_prob(model, src, hyp):
     return float(logp.gather(1, target.T).sum())
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_wide_beam_finds_the_exhaustive_optimum(alpha, seed):
+@pytest.mark.parametrize("limit", [2, 4])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5, 3.0])
+@pytest.mark.parametrize("seed", range(5))
+def test_wide_beam_finds_the_exhaustive_optimum(limit, alpha, seed):
     torch.manual_seed(seed)
     cfg = ModelConfig(
         encoder_layers=1,
@@ -116,7 +117,6 @@ def test_wide_beam_finds_the_exhaustive_optimum(alpha, seed):
     )
     model = Transformer(cfg, 10, 6).eval()  # outputs: UNK, EOS, 4, 5
     src = torch.tensor([[4, 5, 6, EOS]])
-    limit = 3
     words = [UNK, 4, 5]
     with torch.inference_mode():
         candidates = [list(h) for n in range(limit + 1) for h in itertools.product(words, repeat=n)]
@@ -141,3 +141,52 @@ def test_beam_search_handles_padding_and_shrinking_batches(trained):
         translator.decode.beam = 1
     assert together == alone
     assert PAD not in sum(together, [])
+
+
+class TableModel:
+    """A stand-in for the Transformer: next-token probabilities looked up by the prefix
+    written so far (missing mass goes to PAD, which decoding never outputs)."""
+
+    def __init__(self, table: dict[tuple, dict[int, float]], vocab: int = 6):
+        self.table, self.vocab = table, vocab
+
+    class State:
+        def __init__(self, prefixes):
+            self.prefixes = prefixes
+
+        def reorder(self, index):
+            return TableModel.State([self.prefixes[i] for i in index.tolist()])
+
+    def encode(self, src, mask):
+        return src
+
+    def start_decoding(self, memory, mask):
+        return self.State([[] for _ in range(memory.size(0))])
+
+    def decode(self, tokens, state):
+        prefixes = [p + [t] for p, t in zip(state.prefixes, tokens[:, 0].tolist(), strict=True)]
+        rows = []
+        for prefix in prefixes:
+            probs = torch.full((self.vocab,), 1e-6)
+            for token, p in self.table.get(tuple(prefix[1:]), {EOS: 0.5}).items():
+                probs[token] = p
+            probs[PAD] = 1 - (probs.sum() - probs[PAD])
+            rows.append(probs.log())
+        return torch.stack(rows)[:, None, :], self.State(prefixes)
+
+
+def test_search_goes_on_while_a_live_hypothesis_can_still_win():
+    """Stopping is sound: the empty output (score -1.50) is only beaten by [UNK, 4] at full
+    length (-2.51 / lp(3) = -1.41, alpha 2), so the search must see that a live beam of
+    log-probability -2.30 could still reach -2.30 / lp(limit + 1) = -1.30."""
+    model = TableModel(
+        {
+            (): {EOS: 0.223, UNK: 0.1},
+            (UNK,): {4: 0.9, 5: 0.05, EOS: 0.001},
+            (UNK, 4): {EOS: 0.9},
+            (UNK, 5): {EOS: 0.9},
+        }
+    )
+    src = torch.tensor([[4, EOS]])
+    found = beam_search(model, src, padding_mask(src), torch.tensor([2]), beam=2, alpha=2.0)
+    assert found == [[UNK, 4]]

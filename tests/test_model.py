@@ -118,3 +118,26 @@ def test_dropout_drops_p_and_keeps_the_expectation(p):
     torch.manual_seed(0)
     assert torch.equal(drop(x), y)  # seeded like every other random op
     assert drop.eval()(x) is x
+
+
+def test_forward_flops_match_pytorchs_count():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from translator.model import forward_flops
+
+    m = model()
+    src, tgt = ids(3, 7, SRC_V), ids(3, 5, TGT_V)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        m(src, tgt, padding_mask(src))  # the math kernel shows attention as countable bmm
+    assert counter.get_total_flops() == 3 * forward_flops(m.cfg, 7, 5, TGT_V)
+
+
+def test_allocator_setting_applies_on_glibc():
+    import platform
+
+    from translator.runtime import keep_freed_memory
+
+    assert keep_freed_memory() == (
+        platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    )

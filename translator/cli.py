@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from translator import config as config_module
 from translator.errors import UserError
+from translator.runtime import keep_freed_memory
 
 app = typer.Typer(
     add_completion=False,
@@ -57,7 +58,9 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
-def _setup_logging() -> None:
+def _setup_process() -> None:
+    """Log lines on stderr; also the process-wide CPU settings every heavy command wants."""
+    keep_freed_memory()
     handler = _TqdmHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger("translator")
@@ -148,7 +151,7 @@ def train(
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
     cfg = config_module.load(config, set_ or [])
-    _setup_logging()
+    _setup_process()
     result = run_train(
         cfg, resume=resume, overwrite=overwrite, device=device, max_minutes=max_minutes
     )
@@ -190,7 +193,7 @@ def translate(
     if not text and input is None:
         raise UserError("nothing to translate: give sentences, '-' for stdin, or --input FILE")
     cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
-    _setup_logging()
+    _setup_process()
     path = _default_checkpoint(cfg, checkpoint)
     translator, _ = Translator.from_checkpoint(
         path, pick_device(device or cfg.train.device), cfg.decode
@@ -221,7 +224,7 @@ def evaluate(
     cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together")
-    _setup_logging()
+    _setup_process()
     result = evaluate_files(
         cfg, _default_checkpoint(cfg, checkpoint), src, ref, device or cfg.train.device
     )

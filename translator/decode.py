@@ -16,11 +16,10 @@ from translator.model import DecoderState, Transformer
 NEVER_OUTPUT = [PAD, BOS]  # ids the decoder may not produce
 
 
-def _next_log_probs(model: Transformer, tokens: torch.Tensor, state: DecoderState):
+def _next_logits(model: Transformer, tokens: torch.Tensor, state: DecoderState):
+    """Logits (B,V) for the next position, and the advanced state."""
     logits, state = model.decode(tokens, state)
-    logp = logits[:, -1].float().log_softmax(dim=-1)
-    logp[:, NEVER_OUTPUT] = float("-inf")
-    return logp, state
+    return logits[:, -1].float(), state
 
 
 def _start(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
@@ -39,8 +38,9 @@ def greedy(
     alive = list(range(batch))  # which sentence each row of the state belongs to
     tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)
     for step in range(max(limits, default=0)):
-        logp, state = _next_log_probs(model, tokens, state)
-        best = logp.argmax(dim=-1)
+        logits, state = _next_logits(model, tokens, state)
+        logits[:, NEVER_OUTPUT] = float("-inf")
+        best = logits.argmax(dim=-1)
         keep = []
         for row, (sentence, token) in enumerate(zip(alive, best.tolist(), strict=True)):
             if token != EOS:
@@ -78,7 +78,7 @@ def beam_search(
     with the length penalty), the K best others continue. A sentence is done when it has K
     finished hypotheses, or when no live beam can beat its best finished one any more: a
     live beam's log-probability only falls, so it can score at most
-    score / lp(limit) (alpha ≥ 0). After `limit` tokens only EOS is allowed, as greedy
+    score / lp(limit + 1) (alpha ≥ 0). After `limit` tokens only EOS is allowed, as greedy
     search writes at most `limit` tokens. With beam 1 this is exactly greedy search."""
     if alpha < 0:
         raise ValueError("the length penalty alpha must be >= 0")
@@ -92,10 +92,13 @@ def beam_search(
     history = torch.empty(batch * k, 0, dtype=torch.long, device=device)
     tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
     alive = torch.arange(batch, device=device)  # which sentence each group of k rows is
-    best: list[tuple[float, list[int]]] = [(float("-inf"), []) for _ in range(batch)]
-    finished = [0] * batch
+    best_score = torch.full((batch,), float("-inf"), device=device)  # of finished hypotheses
+    finished = torch.zeros(batch, dtype=torch.long, device=device)  # how many per sentence
+    best: list[list[int]] = [[] for _ in range(batch)]
     for step in range(int(limits.max()) + 1 if batch else 0):
-        logp, state = _next_log_probs(model, tokens, state)
+        logits, state = _next_logits(model, tokens, state)
+        logp = logits.log_softmax(dim=-1)  # then mask, as fairseq does: no renormalising
+        logp[:, NEVER_OUTPUT] = float("-inf")
         n, vocab = alive.numel(), logp.size(-1)
         logp = logp.view(n, k, vocab)
         at_limit = step >= limits[alive]  # `limit` tokens written: only EOS may follow
@@ -105,25 +108,27 @@ def beam_search(
         origin, token = flat // vocab, flat % vocab
         is_eos = token == EOS
 
-        ends = (is_eos[:, :k] & (top[:, :k] > float("-inf"))).nonzero().tolist()
-        for i, j in ends:
-            sentence = int(alive[i])
-            if finished[sentence] >= k:
-                continue
-            finished[sentence] += 1
-            hyp = history[i * k + int(origin[i, j])].tolist()
-            score = float(top[i, j]) / length_penalty(len(hyp) + 1, alpha)
-            if score > best[sentence][0]:
-                best[sentence] = (score, hyp)
+        # finished hypotheses: EOS among the first k candidates, up to k per sentence
+        ends = is_eos[:, :k] & (top[:, :k] > float("-inf"))
+        ends &= ends.cumsum(dim=1) + finished[alive, None] <= k
+        if ends.any():
+            score = top[:, :k] / length_penalty(step + 1, alpha)  # all have step+1 tokens
+            score = score.masked_fill(~ends, float("-inf"))
+            top_score, column = score.max(dim=1)
+            better = (top_score > best_score[alive]).nonzero().squeeze(1)
+            for i, j in zip(better.tolist(), column[better].tolist(), strict=True):
+                best[int(alive[i])] = history[i * k + int(origin[i, j])].tolist()
+            best_score[alive[better]] = top_score[better]
+            finished[alive] += ends.sum(dim=1)
 
         # the k best candidates that do not end in EOS continue (stable sort keeps rank)
         rank = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
         scores = top.gather(1, rank)
         origin, token = origin.gather(1, rank), token.gather(1, rank)
-        bound = scores.max(dim=1).values / length_penalty(limits[alive], alpha)
-        best_done = torch.tensor([best[int(s)][0] for s in alive], device=device)
-        count = torch.tensor([finished[int(s)] for s in alive], device=device)
-        keep = ((count < k) & ~(best_done >= bound) & ~at_limit).nonzero().squeeze(1)
+        # the longest a live hypothesis can get: `limit` tokens and EOS
+        bound = scores.max(dim=1).values / length_penalty(limits[alive] + 1, alpha)
+        done = (finished[alive] >= k) | (best_score[alive] >= bound) | at_limit
+        keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
         rows = (keep[:, None] * k + origin[keep]).flatten()
@@ -131,4 +136,4 @@ def beam_search(
         state = state.reorder(rows)
         scores, alive = scores[keep], alive[keep]
         tokens = token[keep].reshape(-1, 1)
-    return [hyp for _, hyp in best]
+    return best

@@ -87,6 +87,13 @@ class Translator:
                 sources[i] = np.append(seq[: limit - 1], EOS).astype(seq.dtype)
         return sources
 
+    def limits(self, source_lengths: Sequence[int]) -> torch.Tensor:
+        """How many tokens each sentence may produce: a × source length + b, within the
+        model's positions (BOS takes one)."""
+        lengths = torch.tensor(source_lengths)
+        limit = (lengths * self.decode.max_len_a + self.decode.max_len_b).long()
+        return limit.clamp(max=self.model.cfg.max_positions - 1)
+
     def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
         """Source ids → output ids (no BOS/EOS), in input order. Sentences are sorted by
         length into batches of `decode.batch_size`; `decode.beam` picks greedy or beam
@@ -99,9 +106,7 @@ class Translator:
         for start in range(0, len(order), cfg.batch_size):
             rows = order[start : start + cfg.batch_size]
             src = pad([sources[i] for i in rows]).to(self.device)
-            lengths = torch.tensor([len(sources[i]) for i in rows])
-            max_lens = (lengths * cfg.max_len_a + cfg.max_len_b).long()
-            max_lens = max_lens.clamp(max=self.model.cfg.max_positions - 1)  # BOS is one
+            max_lens = self.limits([len(sources[i]) for i in rows])
             if cfg.beam == 1:
                 found = greedy(self.model, src, padding_mask(src), max_lens)
             else:

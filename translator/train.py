@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from translator import checkpoint
 from translator.config import Config, from_dict
-from translator.data.batching import shuffled
+from translator.data.batching import Batch, shuffled
 from translator.data.dataset import load_training_data
 from translator.data.tokenizer import PAD, load_tokenizer
 from translator.errors import UserError
@@ -36,17 +36,6 @@ from translator.inference import Translator, pick_device
 from translator.model import Transformer, count_parameters
 
 log = logging.getLogger(__name__)
-
-METRICS = (
-    "epoch",
-    "step",
-    "lr",
-    "train_loss",
-    "valid_loss",
-    "valid_bleu",
-    "train_tokens_per_s",
-    "epoch_minutes",
-)
 
 
 class TrainingDiverged(UserError):
@@ -72,6 +61,18 @@ class TrainState:
     best_bleu: float = -1.0
     best_loss: float = math.inf  # validation loss at the best BLEU (breaks ties)
     bad_epochs: int = 0  # epochs since the best
+
+
+@dataclass
+class EpochStats:
+    loss: float  # mean label-smoothed loss per target token
+    tokens: int  # target tokens trained on
+    seconds: float
+    out_of_time: bool
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
 
 
 @dataclass
@@ -113,6 +114,8 @@ class Trainer:
             min_lr=self.cfg.min_lr,
         )
         self.state = TrainState()
+        # the compiled module shares the model's parameters; checkpoints save the model
+        self.forward = torch.compile(self.model, dynamic=True) if self.cfg.compile else self.model
         self.autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
         )
@@ -191,8 +194,21 @@ class Trainer:
                 f"{self.state.step}; {kept}. Try a lower train.lr or more train.warmup_steps"
             )
 
-    def train_epoch(self, deadline: float) -> tuple[float, float, bool]:
-        """Returns (mean train loss, target tokens/s, whether the time budget ran out)."""
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        """One optimiser update. Returns the summed loss, left on the device (no sync)."""
+        self.state.step += 1
+        self.set_warmup_lr()
+        with self.autocast:
+            logits = self.forward(batch.src, batch.tgt_in, batch.src_mask)
+        loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
+        (loss_sum / batch.n_tokens).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_sum.detach()
+
+    def train_epoch(self, deadline: float) -> EpochStats:
+        """One pass over the shuffled batches, cut short at `deadline` (time.monotonic)."""
         self.model.train()
         batches = shuffled(self.data.train, self.cfg.seed, self.state.epoch)
         total_loss = torch.zeros((), device=self.device)  # summed on the device: no sync per step
@@ -209,17 +225,7 @@ class Trainer:
             dynamic_ncols=True,
         )
         for i, batch in enumerate(bar, start=1):
-            batch = batch.to(self.device, non_blocking=True)
-            self.state.step += 1
-            self.set_warmup_lr()
-            with self.autocast:
-                logits = self.model(batch.src, batch.tgt_in, batch.src_mask)
-            loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
-            (loss_sum / batch.n_tokens).backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            total_loss += loss_sum.detach()
+            total_loss += self.train_step(batch.to(self.device, non_blocking=True))
             total_tokens += batch.n_tokens
             out_of_time = time.monotonic() > deadline
             if i % self.cfg.log_every == 0 or i == len(batches) or out_of_time:
@@ -234,8 +240,12 @@ class Trainer:
             if out_of_time:
                 break
         bar.close()
-        seconds = time.perf_counter() - start
-        return logged_loss / max(1, total_tokens), total_tokens / seconds, out_of_time
+        return EpochStats(
+            logged_loss / max(1, total_tokens),
+            total_tokens,
+            time.perf_counter() - start,
+            out_of_time,
+        )
 
     @torch.no_grad()
     def validate(self) -> tuple[float, float, list[str]]:
@@ -259,9 +269,8 @@ class Trainer:
     def run(self, max_minutes: float) -> TrainResult:
         deadline = time.monotonic() + max_minutes * 60 if max_minutes > 0 else math.inf
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.json").write_text(
-            json.dumps(self.config.to_dict(), indent=2) + "\n"
-        )
+        config_json = json.dumps(self.config.to_dict(), indent=2) + "\n"
+        (self.run_dir / "config.json").write_text(config_json)
         log.info(
             "model: %s parameters; %d training pairs in %d batches (%d dropped as longer "
             "than %d tokens); device %s",
@@ -279,63 +288,58 @@ class Trainer:
                 reason = f"early stopping: no better validation BLEU in {self.cfg.patience} epochs"
                 break
             started = time.perf_counter()
-            train_loss, tokens_per_s, out_of_time = self.train_epoch(deadline)
-            valid_loss, bleu, hyps = self.validate()
-            self.check_finite(valid_loss)
-            self.state.epoch += 1
-            if self.state.step >= self.cfg.warmup_steps:
-                self.plateau.step(valid_loss)
-            improved = (bleu, -valid_loss) > (self.state.best_bleu, -self.state.best_loss)
-            if improved:
-                self.state.best_bleu, self.state.best_loss, self.state.bad_epochs = (
-                    bleu,
-                    valid_loss,
-                    0,
-                )
-            else:
-                self.state.bad_epochs += 1
-            self.save(improved)
-            row = dict(
-                zip(
-                    METRICS,
-                    (
-                        self.state.epoch,
-                        self.state.step,
-                        self.lr(),
-                        train_loss,
-                        valid_loss,
-                        bleu,
-                        tokens_per_s,
-                        (time.perf_counter() - started) / 60,
-                    ),
-                    strict=True,
-                )
-            )
-            history.append(row)
-            self.append_metrics(row)
-            log.info(
-                "epoch %d: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s"
-                " | %s → %s",
-                self.state.epoch,
-                train_loss,
-                valid_loss,
-                bleu,
-                " (best)" if improved else "",
-                tokens_per_s,
-                self.data.bleu_src[0],
-                hyps[0],
-            )
-            if out_of_time or time.monotonic() > deadline:  # validation may use up the rest
+            epoch = self.train_epoch(deadline)
+            history.append(self.end_of_epoch(epoch, started))
+            if epoch.out_of_time or time.monotonic() > deadline:  # validation may use the rest
                 reason = f"time budget of {max_minutes:g} minutes used"
                 break
         return TrainResult(self.run_dir, self.state, reason, history)
+
+    def end_of_epoch(self, epoch: EpochStats, started: float) -> dict:
+        """Validate, step the plateau schedule, save checkpoints, record and log the epoch."""
+        valid_loss, bleu, hyps = self.validate()
+        self.check_finite(valid_loss)
+        self.state.epoch += 1
+        if self.state.step >= self.cfg.warmup_steps:
+            self.plateau.step(valid_loss)
+        improved = (bleu, -valid_loss) > (self.state.best_bleu, -self.state.best_loss)
+        if improved:
+            self.state.best_bleu, self.state.best_loss = bleu, valid_loss
+            self.state.bad_epochs = 0
+        else:
+            self.state.bad_epochs += 1
+        self.save(improved)
+        row = {
+            "epoch": self.state.epoch,
+            "step": self.state.step,
+            "lr": self.lr(),
+            "train_loss": epoch.loss,
+            "valid_loss": valid_loss,
+            "valid_bleu": bleu,
+            "train_tokens_per_s": epoch.tokens_per_s,
+            "epoch_minutes": (time.perf_counter() - started) / 60,
+        }
+        self.append_metrics(row)
+        log.info(
+            "epoch %d: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s"
+            " | %s → %s",
+            row["epoch"],
+            epoch.loss,
+            valid_loss,
+            bleu,
+            " (best)" if improved else "",
+            epoch.tokens_per_s,
+            self.data.bleu_src[0],
+            hyps[0],
+        )
+        return row
 
     def append_metrics(self, row: dict) -> None:
         path = self.run_dir / "metrics.tsv"
         new = not path.exists()
         with path.open("a", encoding="utf-8") as f:
             if new:
-                f.write("\t".join(METRICS) + "\n")
+                f.write("\t".join(row) + "\n")
             f.write(
                 "\t".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row.values())
                 + "\n"
