@@ -88,7 +88,7 @@ def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
     return tokens / spent
 
 
-def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup) -> float:
+def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup, device) -> float:
     torch.manual_seed(config.train.seed)
     m = config.model
     src, tgt, _ = encode_pairs(*read_split(data_dir, "train"), src_tok, tgt_tok, m.max_positions)
@@ -103,8 +103,8 @@ def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup) -
         m.dropout,
     )
     batches = naive.make_batches([s.tolist() for s in src], [t.tolist() for t in tgt])
-    naive.train_for(model, batches, warmup)
-    tokens, spent, _ = naive.train_for(model, batches, seconds)
+    naive.train_for(model, batches, warmup, device=device)
+    tokens, spent, _ = naive.train_for(model, batches, seconds, device=device)
     return tokens / spent
 
 
@@ -118,11 +118,12 @@ def compare_outputs(translator, sources, ours, reference, tie=1e-4) -> int:
             continue
         step = next((j for j in range(min(len(a), len(b))) if a[j] != b[j]), min(len(a), len(b)))
         choices = [seq[step] if step < len(seq) else EOS for seq in (a, b)]
-        src = pad([sources[i]])
+        device = next(model.parameters()).device
+        src = pad([sources[i]]).to(device)
         mask = padding_mask(src)
         with torch.inference_mode():
             state = model.start_decoding(model.encode(src, mask), mask)
-            logits, _ = model.decode(torch.tensor([[BOS] + a[:step]]), state)
+            logits, _ = model.decode(torch.tensor([[BOS] + a[:step]], device=device), state)
         gap = float(logits[0, -1, choices[0]] - logits[0, -1, choices[1]])
         if abs(gap) >= tie:
             sys.exit(
@@ -183,6 +184,7 @@ def main() -> None:
             trainer.tgt_tok,
             args.train_seconds,
             args.warmup_seconds,
+            device,
         )
         rows.append(("reference", "32 sentences/batch", ref))
     keep_freed_memory()  # what the translator CLI does; from here on for every measurement
@@ -204,7 +206,10 @@ def main() -> None:
         origin = str(path)
     else:
         translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
-        origin = f"the model trained above ({args.warmup_seconds + args.train_seconds:g} s)"
+        origin = (
+            f"the model trained above ({args.warmup_seconds + args.train_seconds:g} s;"
+            " barely trained, so not representative: train the config first)"
+        )
     valid, test = read_split(data_dir, "valid")[0], read_split(data_dir, "test")[0]
     sources = translator.encode((test + valid)[: args.sentences])
     limits = translator.limits([len(s) for s in sources]).tolist()

@@ -11,7 +11,7 @@ def keep_freed_memory() -> bool:
     """Ask glibc's malloc to keep freed memory for reuse instead of handing it back to the
     operating system. A training step frees and re-allocates the same large buffers; by
     default glibc unmaps them and the next step page-faults them in again: 2.1 million
-    faults in 80 CPU steps, and 10-18% more training throughput without them (measured;
+    faults in 80 CPU steps, and 10-19% more training throughput without them (measured;
     see the README's Performance section). Linux with glibc only; elsewhere nothing
     happens. Returns whether the setting took."""
     try:

@@ -28,8 +28,8 @@ PAD, BOS, EOS = 0, 2, 3
 NEVER_OUTPUT = [PAD, BOS]
 
 
-def subsequent_mask(size: int) -> torch.Tensor:
-    return torch.triu(torch.ones(1, size, size), diagonal=1) == 0
+def subsequent_mask(size: int, device=None) -> torch.Tensor:
+    return torch.triu(torch.ones(1, size, size, device=device), diagonal=1) == 0
 
 
 def attention(query, key, value, mask, dropout):
@@ -166,9 +166,9 @@ def make_batches(src, tgt, batch_size=32):
     return batches
 
 
-def train_for(model, batches, seconds, lr=5e-4, smoothing=0.1, seed=1):
+def train_for(model, batches, seconds, lr=5e-4, smoothing=0.1, seed=1, device="cpu"):
     """Train until `seconds` have passed; returns (target tokens, seconds, steps)."""
-    model.train()
+    model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
     criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=smoothing)
     rng = random.Random(seed)
@@ -179,10 +179,10 @@ def train_for(model, batches, seconds, lr=5e-4, smoothing=0.1, seed=1):
         order = list(range(len(batches)))
         rng.shuffle(order)
         for i in order:
-            src, tgt = batches[i]
+            src, tgt = (t.to(device) for t in batches[i])
             tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
             src_mask = (src != PAD).unsqueeze(-2)
-            tgt_mask = (tgt_in != PAD).unsqueeze(-2) & subsequent_mask(tgt_in.size(-1))
+            tgt_mask = (tgt_in != PAD).unsqueeze(-2) & subsequent_mask(tgt_in.size(-1), device)
             out = model(src, tgt_in, src_mask, tgt_mask)
             loss = criterion(out.reshape(-1, out.size(-1)), tgt_out.reshape(-1))
             optimizer.zero_grad()
@@ -205,13 +205,14 @@ def greedy_redecode(model, sources: list[np.ndarray], limits: list[int], batch_s
     from translator.data.batching import padding_mask
 
     outputs = []
+    device = next(model.parameters()).device
     for start in range(0, len(sources), batch_size):
-        src = pad(sources[start : start + batch_size])
-        limit = torch.tensor(limits[start : start + batch_size])
+        src = pad(sources[start : start + batch_size]).to(device)
+        limit = torch.tensor(limits[start : start + batch_size], device=device)
         mask = padding_mask(src)
         memory = model.encode(src, mask)
-        ys = torch.full((src.size(0), 1), BOS)
-        done = torch.zeros(src.size(0), dtype=torch.bool)
+        ys = torch.full((src.size(0), 1), BOS, device=device)
+        done = torch.zeros(src.size(0), dtype=torch.bool, device=device)
         for step in range(int(limit.max())):
             logits, _ = model.decode(ys, model.start_decoding(memory, mask))
             scores = logits[:, -1].float().log_softmax(-1)

@@ -1,0 +1,35 @@
+"""scripts/bench.py runs end to end (on a generated corpus, for seconds): it must not rot."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from test_cli import CONFIG
+
+BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+
+
+def test_bench_runs_and_ends_with_the_ratios_line(tmp_path, corpus):
+    (tmp_path / "bench.toml").write_text(CONFIG)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "-c",
+            "bench.toml",
+            "--train-seconds",
+            "1",
+            "--warmup-seconds",
+            "0.5",
+            "--sentences",
+            "30",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("ratios: train=") and " greedy=" in last and " mfu=" in last
+    assert "identical output" in result.stdout
