@@ -117,6 +117,7 @@ def test_malformed_rows_reported_with_line_numbers(project):
         (["translate"], ["nothing to translate"]),
         (["translate", "--beam", "0", "Hi."], ["'decode.beam' must be positive"]),
         (["eval"], ["no test split"]),
+        (["average", "run", "--last", "3"], ["has 0 epoch snapshots, 3 are needed"]),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(project, args, fragments):

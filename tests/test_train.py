@@ -135,3 +135,24 @@ def test_compiled_training_matches_eager(config, tmp_path):
     assert compiled.history[0]["train_loss"] == pytest.approx(
         eager.history[0]["train_loss"], rel=1e-5
     )
+
+
+def test_snapshots_rotate_and_average_to_the_mean(config, tmp_path):
+    train(with_train(config, max_epochs=3, keep_last=2), progress=False)
+    ckpt = tmp_path / "run/checkpoints"
+    assert [p.name for p in checkpoint.snapshots(ckpt)] == ["epoch0002.pt", "epoch0003.pt"]
+    snapshot = checkpoint.load(ckpt / "epoch0003.pt")
+    assert "optimizer" not in snapshot and snapshot["train_state"]["epoch"] == 3
+
+    path = checkpoint.average_last(tmp_path / "run", last=2)
+    assert path == ckpt / "average2.pt"
+    averaged = checkpoint.load(path)
+    a, b = (checkpoint.load(ckpt / n)["model"] for n in ("epoch0002.pt", "epoch0003.pt"))
+    for name, tensor in averaged["model"].items():
+        torch.testing.assert_close(tensor, (a[name] + b[name]) / 2)
+    assert averaged["averaged_from"] == ["epoch0002.pt", "epoch0003.pt"]
+    translator, _ = Translator.from_checkpoint(path, CPU)
+    assert len(translator.translate(["Tom can see the cat."])) == 1
+
+    with pytest.raises(UserError, match="has 2 epoch snapshots, 3 are needed"):
+        checkpoint.average_last(tmp_path / "run", last=3)

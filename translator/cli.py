@@ -234,5 +234,21 @@ def evaluate(
     typer.echo(f"{s.sentences:,} sentences; hypotheses in {result.hypotheses}")
 
 
+@app.command()
+@_user_errors
+def average(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (train.run_dir).")],
+    last: Annotated[int, typer.Option("--last", help="How many newest epochs to average.")] = 5,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Default: checkpoints/average<N>.pt.")
+    ] = None,
+):
+    """Average the weights of a run's last N epochs into one checkpoint."""
+    from translator.checkpoint import average_last
+
+    path = average_last(run_dir, last, output)
+    typer.echo(f"wrote {path}: the mean of the last {last} epochs' weights")
+
+
 def main() -> None:
     app()

@@ -69,6 +69,7 @@ class TrainConfig:
     log_every: int = 50  # steps between progress-bar updates (and NaN checks)
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
     compile: bool = False  # torch.compile the model for training (slower on our CPU: README)
 
 

@@ -167,9 +167,12 @@ class Trainer:
 
     def save(self, improved: bool) -> None:
         last = self.ckpt_dir / "last.pt"
-        checkpoint.save(self.payload(), last)
+        payload = self.payload()
+        checkpoint.save(payload, last)
         if improved:
             checkpoint.copy(last, self.ckpt_dir / "best.pt")
+        if self.cfg.keep_last:
+            checkpoint.save_snapshot(payload, self.ckpt_dir, self.state.epoch, self.cfg.keep_last)
 
     # ---- one epoch ---------------------------------------------------------------------
     def set_warmup_lr(self) -> None:

@@ -1,0 +1,168 @@
+"""The recipe study behind the README's "Quality" table: train variants of a config, one
+change each, with the same data, seed and time budget, and score each on the test split.
+
+    python scripts/study.py --minutes 20                  # every variant not yet in results
+    python scripts/study.py --minutes 20 --only baseline lr-2e-3
+    python scripts/study.py --table                       # the results as a Markdown table
+
+Rows are appended to runs/study/results.tsv as each variant finishes, so an interrupted
+study resumes where it stopped. Keep the machine otherwise idle while it runs: the budget
+is wall-clock time. Choose between variants by validation BLEU; test BLEU is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from translator import config as config_module  # noqa: E402
+from translator.data.prepare import prepare, tokenizer_file  # noqa: E402
+from translator.evaluate import evaluate_files  # noqa: E402
+from translator.runtime import keep_freed_memory  # noqa: E402
+from translator.train import train  # noqa: E402
+
+# name → config overrides (section.key=value, as for --set)
+VARIANTS: dict[str, list[str]] = {
+    "baseline": [],
+    "lr-2e-3": ["train.lr=2e-3"],
+    "batch-512": ["train.max_tokens=512"],
+    "warmup-300": ["train.warmup_steps=300"],
+    "dropout-0.2": ["model.dropout=0.2"],
+    "label-smoothing-0": ["train.label_smoothing=0.0"],
+    "vocab-4k": ["data.src_vocab_size=4000", "data.tgt_vocab_size=4000"],
+    "vocab-16k": ["data.src_vocab_size=16000", "data.tgt_vocab_size=16000"],
+    "untied-embeddings": ["model.tie_embeddings=false"],
+    "post-norm": ["model.norm='post'"],
+    "layers-2+2": ["model.encoder_layers=2", "model.decoder_layers=2"],
+    "layers-4+4": ["model.encoder_layers=4", "model.decoder_layers=4"],
+    "width-384": ["model.d_model=384", "model.heads=6", "model.ff_dim=1536"],
+    "batch-2048": ["train.max_tokens=2048"],
+    "lr-5e-4": ["train.lr=5e-4"],
+    "warmup-4000": ["train.warmup_steps=4000"],
+    "label-smoothing-0.2": ["train.label_smoothing=0.2"],
+    "plateau-patience-1": ["train.plateau_patience=1"],
+}
+FIELDS = [
+    "variant",
+    "changes",
+    "minutes",
+    "epochs",
+    "updates",
+    "tokens_per_s",
+    "valid_bleu",
+    "test_bleu",
+    "test_chrf",
+    "test_bleu_beam5",
+    "test_chrf_beam5",
+]
+
+
+def data_dir(config) -> str:
+    """Prepared data is shared by variants with the same vocabulary sizes."""
+    base = config.data.dir
+    default = config_module.DataConfig()
+    sizes = (config.data.src_vocab_size, config.data.tgt_vocab_size)
+    if sizes == (default.src_vocab_size, default.tgt_vocab_size):
+        return base
+    return f"{base}-v{sizes[0] // 1000}k-{sizes[1] // 1000}k"
+
+
+def run_variant(
+    base_config: Path, name: str, changes: list[str], minutes: float, out: Path
+) -> dict:
+    overrides = [*changes, f"train.run_dir='{out / name}'", f"train.max_minutes={minutes}"]
+    config = config_module.load(base_config, overrides)
+    config.data.dir = data_dir(config)
+    if not tokenizer_file(config.data.dir, "zh").is_file():
+        prepare(config.data)
+    started = time.perf_counter()
+    result = train(config, overwrite=True, progress=False)
+    minutes_used = (time.perf_counter() - started) / 60
+    best = Path(config.train.run_dir) / "checkpoints" / "best.pt"
+    greedy = evaluate_files(config, best, None, None, "cpu").scores
+    config.decode.beam = 5
+    beam = evaluate_files(config, best, None, None, "cpu").scores
+    history = result.history
+    tokens_per_s = sum(r["train_tokens_per_s"] for r in history) / len(history)
+    return {
+        "variant": name,
+        "changes": " ".join(changes) or "(configs/tatoeba-cpu.toml)",
+        "minutes": f"{minutes_used:.1f}",
+        "epochs": result.state.epoch,
+        "updates": result.state.step,
+        "tokens_per_s": f"{tokens_per_s:.0f}",
+        "valid_bleu": f"{result.state.best_bleu:.2f}",
+        "test_bleu": f"{greedy.bleu:.2f}",
+        "test_chrf": f"{greedy.chrf:.2f}",
+        "test_bleu_beam5": f"{beam.bleu:.2f}",
+        "test_chrf_beam5": f"{beam.chrf:.2f}",
+    }
+
+
+def read_results(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def print_table(rows: list[dict]) -> None:
+    print(
+        "| variant | change | epochs | updates | valid BLEU | test BLEU | test chrF "
+        "| test BLEU, beam 5 |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['variant']} | `{r['changes']}` | {r['epochs']} | {r['updates']} | "
+            f"{r['valid_bleu']} | {r['test_bleu']} | {r['test_chrf']} | "
+            f"{r['test_bleu_beam5']} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-c", "--config", type=Path, default=ROOT / "configs/tatoeba-cpu.toml")
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--only", nargs="*", help="variant names (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("runs/study"))
+    parser.add_argument("--table", action="store_true", help="print the results and stop")
+    args = parser.parse_args()
+    results_file = args.out / "results.tsv"
+    if args.table:
+        print_table(read_results(results_file))
+        return
+    unknown = set(args.only or []) - set(VARIANTS)
+    if unknown:
+        sys.exit(f"unknown variants: {', '.join(sorted(unknown))} (known: {', '.join(VARIANTS)})")
+    keep_freed_memory()
+    done = {r["variant"] for r in read_results(results_file)}
+    for name in args.only or VARIANTS:
+        if name in done and not args.only:
+            continue
+        print(
+            f"{time.strftime('%H:%M')} {name}: {' '.join(VARIANTS[name]) or 'baseline'}", flush=True
+        )
+        row = run_variant(args.config, name, VARIANTS[name], args.minutes, args.out)
+        new = not results_file.is_file()
+        args.out.mkdir(parents=True, exist_ok=True)
+        with results_file.open("a", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, FIELDS, delimiter="\t")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        print(
+            f"  valid {row['valid_bleu']}, test {row['test_bleu']} "
+            f"(beam 5 {row['test_bleu_beam5']}), {row['epochs']} epochs",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
