@@ -3,7 +3,7 @@ scripts/reference/naive.py, on the same data with the same model size.
 
     python scripts/bench.py                         # quick: under 5 minutes on 2 CPU cores
     python scripts/bench.py --train-seconds 120     # longer training measurements
-    python scripts/bench.py --device cuda -c configs/base.toml   # on a GPU (bf16)
+    python scripts/bench.py --device cuda -c configs/tatoeba-gpu.toml   # on a GPU (bf16)
 
 1. training target tokens/s: our Trainer (token-budget batches) vs the reference trainer
    (32-sentence batches), each after a short warm-up; model FLOPs/s and MFU against the

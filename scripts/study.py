@@ -22,10 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from translator import config as config_module  # noqa: E402
+from translator.checkpoint import average_last  # noqa: E402
 from translator.data.prepare import prepare, tokenizer_file  # noqa: E402
 from translator.evaluate import evaluate_files  # noqa: E402
 from translator.runtime import keep_freed_memory  # noqa: E402
 from translator.train import train  # noqa: E402
+
+AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
 
 # name → config overrides (section.key=value, as for --set)
 VARIANTS: dict[str, list[str]] = {
@@ -60,6 +63,7 @@ FIELDS = [
     "test_chrf",
     "test_bleu_beam5",
     "test_chrf_beam5",
+    f"test_bleu_avg{AVERAGE_LAST}",
 ]
 
 
@@ -76,7 +80,12 @@ def data_dir(config) -> str:
 def run_variant(
     base_config: Path, name: str, changes: list[str], minutes: float, out: Path
 ) -> dict:
-    overrides = [*changes, f"train.run_dir='{out / name}'", f"train.max_minutes={minutes}"]
+    overrides = [
+        *changes,
+        f"train.run_dir='{out / name}'",
+        f"train.max_minutes={minutes}",
+        f"train.keep_last={AVERAGE_LAST}",
+    ]
     config = config_module.load(base_config, overrides)
     config.data.dir = data_dir(config)
     if not tokenizer_file(config.data.dir, "zh").is_file():
@@ -86,6 +95,8 @@ def run_variant(
     minutes_used = (time.perf_counter() - started) / 60
     best = Path(config.train.run_dir) / "checkpoints" / "best.pt"
     greedy = evaluate_files(config, best, None, None, "cpu").scores
+    averaged = average_last(config.train.run_dir, AVERAGE_LAST)
+    greedy_averaged = evaluate_files(config, averaged, None, None, "cpu").scores
     config.decode.beam = 5
     beam = evaluate_files(config, best, None, None, "cpu").scores
     history = result.history
@@ -102,6 +113,7 @@ def run_variant(
         "test_chrf": f"{greedy.chrf:.2f}",
         "test_bleu_beam5": f"{beam.bleu:.2f}",
         "test_chrf_beam5": f"{beam.chrf:.2f}",
+        f"test_bleu_avg{AVERAGE_LAST}": f"{greedy_averaged.bleu:.2f}",
     }
 
 
@@ -110,6 +122,16 @@ def read_results(path: Path) -> list[dict]:
         return []
     with path.open(encoding="utf-8") as f:
         return list(csv.DictReader(f, delimiter="\t"))
+
+
+def write_results(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS, delimiter="\t", restval="", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -150,13 +172,7 @@ def main() -> None:
             f"{time.strftime('%H:%M')} {name}: {' '.join(VARIANTS[name]) or 'baseline'}", flush=True
         )
         row = run_variant(args.config, name, VARIANTS[name], args.minutes, args.out)
-        new = not results_file.is_file()
-        args.out.mkdir(parents=True, exist_ok=True)
-        with results_file.open("a", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, FIELDS, delimiter="\t")
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        write_results(results_file, [*read_results(results_file), row])
         print(
             f"  valid {row['valid_bleu']}, test {row['test_bleu']} "
             f"(beam 5 {row['test_bleu_beam5']}), {row['epochs']} epochs",
