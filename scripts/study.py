@@ -3,6 +3,7 @@ change each, with the same data, seed and time budget, and score each on the tes
 
     python scripts/study.py --minutes 20                  # every variant not yet in results
     python scripts/study.py --minutes 20 --only baseline lr-2e-3
+    python scripts/study.py --rescore                     # score the trained variants again
     python scripts/study.py --table                       # the results as a Markdown table
 
 Each variant's row is written to runs/study/results.tsv as it finishes (a rerun with --only
@@ -23,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from translator import config as config_module  # noqa: E402
-from translator.checkpoint import average_last  # noqa: E402
-from translator.data.prepare import prepare, tokenizer_file  # noqa: E402
+from translator.checkpoint import average_last, checkpoint_dir  # noqa: E402
+from translator.data.prepare import prepare, split_file, tokenizer_file  # noqa: E402
+from translator.errors import UserError  # noqa: E402
 from translator.evaluate import evaluate_files  # noqa: E402
 from translator.runtime import keep_freed_memory  # noqa: E402
 from translator.train import train  # noqa: E402
@@ -42,6 +44,7 @@ VARIANTS: dict[str, list[str]] = {
     "dropout-0": ["model.dropout=0.0"],
     "label-smoothing-0": ["train.label_smoothing=0.0"],
     "vocab-4k": ["data.src_vocab_size=4000", "data.tgt_vocab_size=4000"],
+    "vocab-8k": ["data.src_vocab_size=8000", "data.tgt_vocab_size=8000"],
     "vocab-16k": ["data.src_vocab_size=16000", "data.tgt_vocab_size=16000"],
     "untied-embeddings": ["model.tie_embeddings=false"],
     "post-norm": ["model.norm='post'"],
@@ -66,56 +69,70 @@ FIELDS = [
     "test_chrf",
     "test_bleu_beam5",
     "test_chrf_beam5",
+    f"valid_bleu_avg{AVERAGE_LAST}",
     f"test_bleu_avg{AVERAGE_LAST}",
 ]
 
 
-def data_dir(config) -> str:
-    """Prepared data is shared by variants with the same vocabulary sizes."""
-    base = config.data.dir
-    default = config_module.DataConfig()
+def data_dir(config, base) -> str:
+    """Prepared data is shared by variants with the base config's vocabulary sizes."""
     sizes = (config.data.src_vocab_size, config.data.tgt_vocab_size)
-    if sizes == (default.src_vocab_size, default.tgt_vocab_size):
-        return base
-    return f"{base}-v{sizes[0] // 1000}k-{sizes[1] // 1000}k"
+    if sizes == (base.data.src_vocab_size, base.data.tgt_vocab_size):
+        return base.data.dir
+    return f"{base.data.dir}-v{sizes[0] // 1000}k-{sizes[1] // 1000}k"
 
 
-def run_variant(
-    base_config: Path, name: str, changes: list[str], minutes: float, out: Path
-) -> dict:
+def variant_config(base_config: Path, name: str, minutes: float, out: Path):
     overrides = [
-        *changes,
+        *VARIANTS[name],
         f"train.run_dir='{out / name}'",
         f"train.max_minutes={minutes}",
         f"train.keep_last={AVERAGE_LAST}",
     ]
     config = config_module.load(base_config, overrides)
-    config.data.dir = data_dir(config)
+    config.data.dir = data_dir(config, config_module.load(base_config))
+    return config
+
+
+def describe(name: str) -> str:
+    return " ".join(f"`{change}`" for change in VARIANTS[name]) or "none"
+
+
+def run_variant(config, name: str) -> dict:
+    """Train one variant from scratch; its row without the test scores."""
     if not tokenizer_file(config.data.dir, "zh").is_file():
         prepare(config.data)
     started = time.perf_counter()
     result = train(config, overwrite=True, progress=False)
-    minutes_used = (time.perf_counter() - started) / 60
-    best = Path(config.train.run_dir) / "checkpoints" / "best.pt"
-    greedy = evaluate_files(config, best, None, None, "cpu").scores
-    averaged = average_last(config.train.run_dir, AVERAGE_LAST)
-    greedy_averaged = evaluate_files(config, averaged, None, None, "cpu").scores
-    config.decode.beam = 5
-    beam = evaluate_files(config, best, None, None, "cpu").scores
     history = result.history
-    tokens_per_s = sum(r["train_tokens_per_s"] for r in history) / len(history)
     return {
         "variant": name,
-        "changes": " ".join(changes) or "(configs/tatoeba-cpu.toml)",
-        "minutes": f"{minutes_used:.1f}",
+        "changes": describe(name),
+        "minutes": f"{(time.perf_counter() - started) / 60:.1f}",
         "epochs": result.state.epoch,
         "updates": result.state.step,
-        "tokens_per_s": f"{tokens_per_s:.0f}",
+        "tokens_per_s": f"{sum(r['train_tokens_per_s'] for r in history) / len(history):.0f}",
         "valid_bleu": f"{result.state.best_bleu:.2f}",
+    }
+
+
+def score_run(config) -> dict:
+    """Score a trained variant's best checkpoint (greedy and beam 5) and the average of its
+    last epochs (greedy, on valid and test) from the checkpoints in its run directory."""
+    best = checkpoint_dir(config.train.run_dir) / "best.pt"
+    averaged = average_last(config.train.run_dir, AVERAGE_LAST)
+    valid = [split_file(config.data.dir, "valid", lang) for lang in ("en", "zh")]
+    greedy = evaluate_files(config, best, None, None, "cpu").scores
+    greedy_averaged = evaluate_files(config, averaged, None, None, "cpu").scores
+    valid_averaged = evaluate_files(config, averaged, *valid, "cpu").scores
+    config.decode.beam = 5
+    beam = evaluate_files(config, best, None, None, "cpu").scores
+    return {
         "test_bleu": f"{greedy.bleu:.2f}",
         "test_chrf": f"{greedy.chrf:.2f}",
         "test_bleu_beam5": f"{beam.bleu:.2f}",
         "test_chrf_beam5": f"{beam.chrf:.2f}",
+        f"valid_bleu_avg{AVERAGE_LAST}": f"{valid_averaged.bleu:.2f}",
         f"test_bleu_avg{AVERAGE_LAST}": f"{greedy_averaged.bleu:.2f}",
     }
 
@@ -138,18 +155,30 @@ def write_results(path: Path, rows: list[dict]) -> None:
 
 
 def print_table(rows: list[dict]) -> None:
+    n = AVERAGE_LAST
     print(
-        "| variant | change | epochs | updates | valid BLEU | test BLEU | test chrF "
-        f"| test BLEU, beam 5 | test BLEU, average of last {AVERAGE_LAST} |"
+        "| variant | change | updates | best: valid BLEU | best: test BLEU | best: test chrF "
+        f"| best: test BLEU, beam 5 | average of last {n}: valid BLEU "
+        f"| average of last {n}: test BLEU |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        averaged = r.get(f"test_bleu_avg{AVERAGE_LAST}") or "–"
+    order = list(VARIANTS)
+    for r in sorted(rows, key=lambda r: order.index(r["variant"]) if r["variant"] in order else 99):
         print(
-            f"| {r['variant']} | `{r['changes']}` | {r['epochs']} | {r['updates']} | "
-            f"{r['valid_bleu']} | {r['test_bleu']} | {r['test_chrf']} | "
-            f"{r['test_bleu_beam5']} | {averaged} |"
+            f"| {r['variant']} | {r['changes']} | {r['updates']} | {r['valid_bleu']} | "
+            f"{r['test_bleu']} | {r['test_chrf']} | {r['test_bleu_beam5']} | "
+            f"{r.get(f'valid_bleu_avg{n}') or '–'} | {r.get(f'test_bleu_avg{n}') or '–'} |"
         )
+
+
+def update_row(results_file: Path, row: dict) -> None:
+    rows = read_results(results_file)
+    old = next((r for r in rows if r["variant"] == row["variant"]), None)
+    if old is None:
+        rows.append(row)
+    else:
+        rows[rows.index(old)] = {**old, **row}
+    write_results(results_file, rows)
 
 
 def main() -> None:
@@ -159,6 +188,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="variant names (default: all)")
     parser.add_argument("--out", type=Path, default=Path("runs/study"))
     parser.add_argument("--table", action="store_true", help="print the results and stop")
+    parser.add_argument(
+        "--rescore", action="store_true", help="score the trained variants again, no training"
+    )
     args = parser.parse_args()
     results_file = args.out / "results.tsv"
     if args.table:
@@ -169,20 +201,24 @@ def main() -> None:
         sys.exit(f"unknown variants: {', '.join(sorted(unknown))} (known: {', '.join(VARIANTS)})")
     keep_freed_memory()
     done = {r["variant"] for r in read_results(results_file)}
-    for name in args.only or VARIANTS:
-        if name in done and not args.only:
-            continue
+    if args.rescore:
+        names = [name for name in args.only or VARIANTS if name in done]
+    else:
+        names = [name for name in args.only or VARIANTS if args.only or name not in done]
+    for name in names:
         print(
             f"{time.strftime('%H:%M')} {name}: {' '.join(VARIANTS[name]) or 'baseline'}", flush=True
         )
-        row = run_variant(args.config, name, VARIANTS[name], args.minutes, args.out)
-        kept = [r for r in read_results(results_file) if r["variant"] != name]
-        write_results(results_file, [*kept, row])
-        print(
-            f"  valid {row['valid_bleu']}, test {row['test_bleu']} "
-            f"(beam 5 {row['test_bleu_beam5']}), {row['epochs']} epochs",
-            flush=True,
-        )
+        config = variant_config(args.config, name, args.minutes, args.out)
+        row = {"variant": name, "changes": describe(name)}
+        if not args.rescore:
+            row = run_variant(config, name)
+        try:
+            row.update(score_run(config))
+        except UserError as e:  # a run from before train.keep_last, or cut short
+            print(f"  not scored: {e}", flush=True)
+        update_row(results_file, row)
+        print("  " + ", ".join(f"{k} {v}" for k, v in row.items() if "bleu" in k), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,51 @@
+"""scripts/study.py trains, scores, rescores and tabulates a variant (a tiny one, for
+seconds): it must not rot."""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+from test_cli import CONFIG
+
+STUDY = Path(__file__).resolve().parents[1] / "scripts" / "study.py"
+
+
+def study(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(STUDY), "-c", "study.toml", "--out", "runs", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def results(cwd: Path) -> list[dict]:
+    with (cwd / "runs" / "results.tsv").open(encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_study_trains_scores_and_tabulates_a_variant(tmp_path, corpus):
+    # five epochs, so that the last five can be averaged
+    (tmp_path / "study.toml").write_text(CONFIG.replace("max_epochs = 2", "max_epochs = 5"))
+
+    trained = study(tmp_path, "--only", "baseline")
+    assert trained.returncode == 0, trained.stderr
+    [row] = results(tmp_path)
+    assert row["variant"] == "baseline" and row["changes"] == "none"
+    assert row["epochs"] == "5"
+    assert (tmp_path / "prepared").is_dir()  # the base config's data, no vocabulary change
+    for column in ("valid_bleu", "test_bleu", "test_bleu_beam5", "valid_bleu_avg5"):
+        assert 0.0 <= float(row[column]) <= 100.0, column
+    assert (tmp_path / "runs/baseline/checkpoints/average5.pt").is_file()
+
+    rescored = study(tmp_path, "--rescore")
+    assert rescored.returncode == 0, rescored.stderr
+    assert results(tmp_path) == [row]  # same checkpoints, same scores, still one row
+
+    table = study(tmp_path, "--table")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[2].startswith("| baseline | none | ")
+
+
+def test_study_names_unknown_variants(tmp_path):
+    (tmp_path / "study.toml").write_text(CONFIG)
+    result = study(tmp_path, "--only", "no-such-variant")
+    assert result.returncode != 0
+    assert "unknown variants: no-such-variant" in result.stderr
