@@ -122,6 +122,7 @@ def score_run(config) -> dict:
     best = checkpoint_dir(config.train.run_dir) / "best.pt"
     averaged = average_last(config.train.run_dir, AVERAGE_LAST)
     valid = [split_file(config.data.dir, "valid", lang) for lang in ("en", "zh")]
+    config.decode.beam = 1
     greedy = evaluate_files(config, best, None, None, "cpu").scores
     greedy_averaged = evaluate_files(config, averaged, None, None, "cpu").scores
     valid_averaged = evaluate_files(config, averaged, *valid, "cpu").scores

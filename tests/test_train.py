@@ -103,6 +103,23 @@ def test_early_stopping_on_validation_bleu(config):
     assert result.state.epoch < 50
 
 
+def test_validation_decodes_greedily_whatever_decode_beam_says(config, monkeypatch):
+    config.decode.beam = 4
+    trainer = Trainer(config, CPU, progress=False)
+    trainer.start_fresh(overwrite=False)
+    beams = []
+
+    class Recording(Translator):
+        def __init__(self, model, src_tok, tgt_tok, decode):
+            beams.append(decode.beam)
+            super().__init__(model, src_tok, tgt_tok, decode)
+
+    monkeypatch.setattr(train_module, "Translator", Recording)
+    trainer.validate()
+    assert beams == [1]
+    assert config.decode.beam == 4  # translate and eval still get the configured beam
+
+
 def test_interrupted_write_leaves_the_old_checkpoint(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
     checkpoint.save({"weights": torch.ones(3)}, path)

@@ -18,7 +18,7 @@ import random
 import shutil
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -262,7 +262,8 @@ class Trainer:
                 logits = self.model(batch.src, batch.tgt_in, batch.src_mask)
             total += sequence_loss(logits, batch.tgt_out, smoothing=0.0)
             tokens += batch.n_tokens
-        translator = Translator(self.model, self.src_tok, self.tgt_tok, self.config.decode)
+        greedy = replace(self.config.decode, beam=1)  # decode.beam is for translate and eval
+        translator = Translator(self.model, self.src_tok, self.tgt_tok, greedy)
         with self.autocast:
             hyps = translator.translate(self.data.bleu_src)
         self.model.train()
