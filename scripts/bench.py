@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -38,7 +39,8 @@ from translator.data.batching import (  # noqa: E402
     pad,
     padding_mask,
 )
-from translator.data.prepare import prepare, read_split, tokenizer_file  # noqa: E402
+from translator.data.layout import read_split, tokenizer_file  # noqa: E402
+from translator.data.prepare import prepare  # noqa: E402
 from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
 from translator.inference import Translator, pick_device  # noqa: E402
 from translator.model import count_parameters, forward_flops  # noqa: E402
@@ -200,12 +202,13 @@ def main() -> None:
         )
     mfu = ours * flops_per_token / peak
 
+    greedy = replace(config.decode, beam=1)  # whatever decode.beam says: greedy is greedy
     if args.checkpoint or (Path(config.train.run_dir) / "checkpoints/best.pt").is_file():
         path = args.checkpoint or Path(config.train.run_dir) / "checkpoints/best.pt"
-        translator, _ = Translator.from_checkpoint(path, device, config.decode)
+        translator, _ = Translator.from_checkpoint(path, device, greedy)
         origin = str(path)
     else:
-        translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
+        translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, greedy)
         origin = (
             f"the model trained above ({args.warmup_seconds + args.train_seconds:g} s;"
             " barely trained, so not representative: train the config first)"

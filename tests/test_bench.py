@@ -1,4 +1,6 @@
-"""scripts/bench.py runs end to end (on a generated corpus, for seconds): it must not rot."""
+"""scripts/bench.py runs end to end (on a generated corpus, for seconds): it must not rot.
+The config decodes with beam 5, as configs/tatoeba-cpu.toml does: the benchmark's greedy
+must still be greedy (it is checked token for token against the reference's greedy)."""
 
 import subprocess
 import sys
@@ -10,7 +12,7 @@ BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
 
 
 def test_bench_runs_and_ends_with_the_ratios_line(tmp_path, corpus):
-    (tmp_path / "bench.toml").write_text(CONFIG)
+    (tmp_path / "bench.toml").write_text(CONFIG + "\n[decode]\nbeam = 5\n")
     result = subprocess.run(
         [
             sys.executable,

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-PAD, BOS, EOS = 0, 2, 3
-NEVER_OUTPUT = [PAD, BOS]
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+NEVER_OUTPUT = [PAD, UNK, BOS]
 
 
 def subsequent_mask(size: int, device=None) -> torch.Tensor:
