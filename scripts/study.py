@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from translator import config as config_module  # noqa: E402
 from translator.checkpoint import average_last, checkpoint_dir  # noqa: E402
-from translator.data.prepare import prepare, split_file, tokenizer_file  # noqa: E402
+from translator.data.layout import tokenizer_file  # noqa: E402
+from translator.data.prepare import prepare  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 from translator.evaluate import evaluate_files  # noqa: E402
 from translator.runtime import keep_freed_memory  # noqa: E402
@@ -46,6 +47,7 @@ VARIANTS: dict[str, list[str]] = {
     "vocab-4k": ["data.src_vocab_size=4000", "data.tgt_vocab_size=4000"],
     "vocab-8k": ["data.src_vocab_size=8000", "data.tgt_vocab_size=8000"],
     "vocab-16k": ["data.src_vocab_size=16000", "data.tgt_vocab_size=16000"],
+    "no-byte-fallback": ["data.byte_fallback=false"],
     "untied-embeddings": ["model.tie_embeddings=false"],
     "post-norm": ["model.norm='post'"],
     "layers-2+2": ["model.encoder_layers=2", "model.decoder_layers=2"],
@@ -71,15 +73,18 @@ FIELDS = [
     "test_chrf_beam5",
     f"valid_bleu_avg{AVERAGE_LAST}",
     f"test_bleu_avg{AVERAGE_LAST}",
+    f"test_bleu_avg{AVERAGE_LAST}_beam5",
+    f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref",
 ]
 
 
 def data_dir(config, base) -> str:
-    """Prepared data is shared by variants with the base config's vocabulary sizes."""
-    sizes = (config.data.src_vocab_size, config.data.tgt_vocab_size)
-    if sizes == (base.data.src_vocab_size, base.data.tgt_vocab_size):
+    """Prepared data is shared by variants with the base config's tokenizer settings."""
+    tokenizers = lambda c: (c.src_vocab_size, c.tgt_vocab_size, c.byte_fallback)  # noqa: E731
+    if tokenizers(config.data) == tokenizers(base.data):
         return base.data.dir
-    return f"{base.data.dir}-v{sizes[0] // 1000}k-{sizes[1] // 1000}k"
+    src, tgt, byte_fallback = tokenizers(config.data)
+    return f"{base.data.dir}-v{src // 1000}k-{tgt // 1000}k" + ("" if byte_fallback else "-nobf")
 
 
 def variant_config(base_config: Path, name: str, minutes: float, out: Path):
@@ -118,16 +123,17 @@ def run_variant(config, name: str) -> dict:
 
 def score_run(config) -> dict:
     """Score a trained variant's best checkpoint (greedy and beam 5) and the average of its
-    last epochs (greedy, on valid and test) from the checkpoints in its run directory."""
+    last epochs (greedy on valid and test, beam 5 on test) from the checkpoints in its run
+    directory. Every score is multi-reference but the one marked 1ref (first reference)."""
     best = checkpoint_dir(config.train.run_dir) / "best.pt"
     averaged = average_last(config.train.run_dir, AVERAGE_LAST)
-    valid = [split_file(config.data.dir, "valid", lang) for lang in ("en", "zh")]
     config.decode.beam = 1
-    greedy = evaluate_files(config, best, None, None, "cpu").scores
-    greedy_averaged = evaluate_files(config, averaged, None, None, "cpu").scores
-    valid_averaged = evaluate_files(config, averaged, *valid, "cpu").scores
+    greedy = evaluate_files(config, best, "cpu").scores
+    greedy_averaged = evaluate_files(config, averaged, "cpu").scores
+    valid_averaged = evaluate_files(config, averaged, "cpu", split="valid").scores
     config.decode.beam = 5
-    beam = evaluate_files(config, best, None, None, "cpu").scores
+    beam = evaluate_files(config, best, "cpu").scores
+    beam_averaged = evaluate_files(config, averaged, "cpu").scores
     return {
         "test_bleu": f"{greedy.bleu:.2f}",
         "test_chrf": f"{greedy.chrf:.2f}",
@@ -135,6 +141,8 @@ def score_run(config) -> dict:
         "test_chrf_beam5": f"{beam.chrf:.2f}",
         f"valid_bleu_avg{AVERAGE_LAST}": f"{valid_averaged.bleu:.2f}",
         f"test_bleu_avg{AVERAGE_LAST}": f"{greedy_averaged.bleu:.2f}",
+        f"test_bleu_avg{AVERAGE_LAST}_beam5": f"{beam_averaged.bleu:.2f}",
+        f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref": f"{beam_averaged.bleu_1ref:.2f}",
     }
 
 
@@ -158,17 +166,20 @@ def write_results(path: Path, rows: list[dict]) -> None:
 def print_table(rows: list[dict]) -> None:
     n = AVERAGE_LAST
     print(
-        "| variant | change | updates | best: valid BLEU | best: test BLEU | best: test chrF "
+        "| variant | change | epochs, updates | best: valid BLEU | best: test BLEU "
         f"| best: test BLEU, beam 5 | average of last {n}: valid BLEU "
-        f"| average of last {n}: test BLEU |"
+        f"| average of last {n}: test BLEU | average of last {n}: test BLEU, beam 5 "
+        f"| the same, first reference only |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     order = list(VARIANTS)
     for r in sorted(rows, key=lambda r: order.index(r["variant"]) if r["variant"] in order else 99):
+        cell = {key: r.get(key) or "–" for key in FIELDS}
         print(
-            f"| {r['variant']} | {r['changes']} | {r['updates']} | {r['valid_bleu']} | "
-            f"{r['test_bleu']} | {r['test_chrf']} | {r['test_bleu_beam5']} | "
-            f"{r.get(f'valid_bleu_avg{n}') or '–'} | {r.get(f'test_bleu_avg{n}') or '–'} |"
+            f"| {r['variant']} | {r['changes']} | {cell['epochs']}, {r['updates']} | "
+            f"{r['valid_bleu']} | {r['test_bleu']} | {r['test_bleu_beam5']} | "
+            f"{cell[f'valid_bleu_avg{n}']} | {cell[f'test_bleu_avg{n}']} | "
+            f"{cell[f'test_bleu_avg{n}_beam5']} | {cell[f'test_bleu_avg{n}_beam5_1ref']} |"
         )
 
 

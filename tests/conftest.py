@@ -61,7 +61,7 @@ def tiny_config(tmp: Path, **sections: dict) -> Config:
             "valid_size": 20,
             "test_size": 20,
             "src_vocab_size": 60,
-            "tgt_vocab_size": 60,
+            "tgt_vocab_size": 320,  # 256 of them bytes (byte fallback)
         },
         "model": {
             "encoder_layers": 1,

@@ -13,7 +13,7 @@ dir = "prepared"
 valid_size = 20
 test_size = 20
 src_vocab_size = 60
-tgt_vocab_size = 60
+tgt_vocab_size = 320
 
 [model]
 encoder_layers = 1

@@ -5,8 +5,9 @@ import torch
 from conftest import tiny_config
 
 from translator.config import ModelConfig
-from translator.data.batching import padding_mask
-from translator.data.prepare import prepare, read_split
+from translator.data.batching import pad, padding_mask
+from translator.data.layout import read_split
+from translator.data.prepare import prepare
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
 from translator.decode import NEVER_OUTPUT, beam_search, greedy, length_penalty
 from translator.inference import Translator
@@ -51,7 +52,6 @@ def uncached_greedy(model, src, max_lens):
 def test_cached_greedy_equals_uncached_re_decoding(trained):
     translator, sources = trained
     model = translator.model.eval()
-    from translator.data.batching import pad
 
     src = pad(sources[:40])
     max_lens = torch.tensor([2 + i % 5 for i in range(40)])  # some stop at EOS, some at limit
@@ -67,7 +67,6 @@ def test_beam_one_is_exactly_greedy(trained):
     translator, sources = trained
     greedy_out = translator.search(sources)
     translator.decode.beam = 1
-    from translator.data.batching import pad
 
     for start in range(0, len(sources), 16):
         src = pad(sources[start : start + 16])
@@ -176,17 +175,43 @@ class TableModel:
 
 
 def test_search_goes_on_while_a_live_hypothesis_can_still_win():
-    """Stopping is sound: the empty output (score -1.50) is only beaten by [UNK, 4] at full
+    """Stopping is sound: the empty output (score -1.50) is only beaten by [6, 4] at full
     length (-2.51 / lp(3) = -1.41, alpha 2), so the search must see that a live beam of
     log-probability -2.30 could still reach -2.30 / lp(limit + 1) = -1.30."""
     model = TableModel(
         {
-            (): {EOS: 0.223, UNK: 0.1},
-            (UNK,): {4: 0.9, 5: 0.05, EOS: 0.001},
-            (UNK, 4): {EOS: 0.9},
-            (UNK, 5): {EOS: 0.9},
-        }
+            (): {EOS: 0.223, 6: 0.1},
+            (6,): {4: 0.9, 5: 0.05, EOS: 0.001},
+            (6, 4): {EOS: 0.9},
+            (6, 5): {EOS: 0.9},
+        },
+        vocab=7,
     )
     src = torch.tensor([[4, EOS]])
     found = beam_search(model, src, padding_mask(src), torch.tensor([2]), beam=2, alpha=2.0)
-    assert found == [[UNK, 4]]
+    assert found == [[6, 4]]
+
+
+def test_unknown_token_is_never_written(trained):
+    """<unk> decodes as " ⁇ ": even a model that prefers it above all else never writes it."""
+    translator, sources = trained
+    model = translator.model
+    hook = model.project.register_forward_hook(
+        lambda _m, _i, out: out.index_add(
+            -1, torch.tensor([UNK]), torch.full((*out.shape[:-1], 1), 1e4)
+        )
+    )
+    try:
+        src = pad(sources[:20])
+        with torch.inference_mode():
+            logits = model(src, torch.full((20, 1), BOS), padding_mask(src))
+        assert (logits[:, -1].argmax(-1) == UNK).all()  # the hook works: UNK is the favourite
+        max_lens = torch.full((20,), 5)
+        for found in (
+            greedy(model, src, padding_mask(src), max_lens),
+            beam_search(model, src, padding_mask(src), max_lens, beam=3),
+        ):
+            assert all(UNK not in ids for ids in found)
+            assert any(ids for ids in found)
+    finally:
+        hook.remove()

@@ -5,7 +5,8 @@ import torch
 from conftest import tiny_config
 
 from translator.config import DecodeConfig
-from translator.data.prepare import prepare, tokenizer_file
+from translator.data.layout import tokenizer_file
+from translator.data.prepare import prepare
 from translator.data.tokenizer import load_tokenizer
 from translator.inference import Translator
 from translator.model import Transformer

@@ -1,7 +1,8 @@
 import torch
 from conftest import generated_pairs, tiny_config
 
-from translator.data.prepare import prepare, split_file
+from translator.data.layout import split_file
+from translator.data.prepare import prepare
 from translator.inference import Translator
 from translator.train import train
 

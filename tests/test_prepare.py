@@ -4,7 +4,9 @@ import pandas as pd
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.data.prepare import clean, prepare, read_lines, split_by_source, split_file
+from translator.data.layout import split_file
+from translator.data.lines import read_lines
+from translator.data.prepare import clean, prepare
 from translator.errors import UserError
 
 
@@ -32,19 +34,6 @@ def test_clean_counts_each_dropped_pair_once(tmp_path):
     assert counts["too_long"] == 1
     assert counts["bad_length_ratio"] == 1  # 26 English characters for 2 Chinese ones
     assert counts["duplicates"] == 2  # the third "Hi." is a duplicate once whitespace is collapsed
-
-
-def test_split_is_disjoint_by_english_sentence_and_deterministic():
-    en = pd.Series([f"sentence {i // 3}" for i in range(300)])  # each sentence 3 times
-    split = split_by_source(en, valid_size=30, test_size=40, seed=7)
-    groups = pd.DataFrame({"en": en[split.index], "split": split})
-    assert (groups.groupby("en")["split"].nunique() == 1).all()
-    sizes = split.value_counts()
-    assert 40 <= sizes["test"] < 43 and 30 <= sizes["valid"] < 33
-    assert sizes.sum() == 300
-    again = split_by_source(en, valid_size=30, test_size=40, seed=7)
-    assert split.equals(again)
-    assert not split.equals(split_by_source(en, valid_size=30, test_size=40, seed=8))
 
 
 def test_prepare_writes_splits_tokenizers_and_stats(tmp_path):

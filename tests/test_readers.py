@@ -88,7 +88,7 @@ def test_malformed_json_lines_are_skipped_and_reported(tmp_path):
     assert [(m.line, m.reason.split(" ")[0]) for m in stats.examples] == [
         (2, "bad"),
         (3, "missing"),
-        (4, "expected"),
+        (4, "not"),
         (5, "undecodable"),
     ]
 

@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 
 from translator.config import load
-from translator.data.prepare import prepare, read_lines, split_file, tokenizer_file
+from translator.data.layout import split_file, tokenizer_file
+from translator.data.lines import read_lines
+from translator.data.prepare import prepare
 from translator.data.tokenizer import load_tokenizer
 
 TATOEBA = Path(__file__).resolve().parents[1] / "../shared/data/tatoeba/en-cmn.tsv"

@@ -1,6 +1,7 @@
 from conftest import tiny_config
 
-from translator.data.prepare import prepare, tokenizer_file
+from translator.data.layout import tokenizer_file
+from translator.data.prepare import prepare
 from translator.data.tokenizer import BOS, EOS, PAD, UNK, load_tokenizer
 
 

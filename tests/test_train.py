@@ -6,7 +6,9 @@ from conftest import tiny_config
 
 from translator import checkpoint
 from translator import train as train_module
-from translator.data.prepare import prepare, read_lines, split_file
+from translator.data.layout import split_file
+from translator.data.lines import read_lines
+from translator.data.prepare import prepare
 from translator.errors import UserError
 from translator.inference import Translator
 from translator.train import Trainer, TrainingDiverged, train

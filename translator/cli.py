@@ -110,25 +110,40 @@ def prepare(
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
     set_: SetOpt = None,
 ):
-    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers."""
+    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers.
+
+    With --input and no --out, the output goes to data/prepared/<input name>, never over
+    the config's data.dir."""
+    from translator.data.prepare import output_dir_for
     from translator.data.prepare import prepare as run_prepare
 
     cfg = config_module.load(config, set_ or [])
+    configured_dir = cfg.data.dir
+    _setup_process()
+    inputs = [str(p) for p in input] if input else None
+    if out is None and inputs:
+        out = output_dir_for(inputs)
     if out is not None:
         cfg.data.dir = str(out)
-    result = run_prepare(cfg.data, [str(p) for p in input] if input else None, format)
+    result = run_prepare(cfg.data, inputs, format)
     s = result.stats
     for example in s["malformed_examples"]:
         typer.echo(f"skipped {example}", err=True)
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in s["malformed_by_kind"].items())
     typer.echo(
         f"read {s['rows_read']:,} rows from {len(s['inputs'])} file(s): {s['malformed']:,} "
-        f"malformed, {s['empty']:,} empty, {s['filtered']:,} filtered (too long or bad length "
-        f"ratio), {s['duplicates']:,} duplicates; {s['traditional_converted']:,} converted to "
-        "simplified"
+        f"malformed{f' ({kinds})' if kinds else ''}, {s['headers']:,} header(s), "
+        f"{s['empty']:,} empty, {s['filtered']:,} filtered (too long or bad length ratio), "
+        f"{s['duplicates']:,} duplicates; {s['traditional_converted']:,} converted to simplified"
     )
     splits = " | ".join(f"{name} {count:,}" for name, count in s["splits"].items())
-    typer.echo(f"{s['pairs']:,} pairs → {splits}")
+    typer.echo(
+        f"{s['pairs']:,} pairs in {s['groups']:,} groups sharing no sentence (largest "
+        f"{s['largest_group']:,}) → {splits}"
+    )
     typer.echo(f"wrote splits, spm.en.model, spm.zh.model and stats.json to {result.dir}")
+    if cfg.data.dir != configured_dir:
+        typer.echo(f"to train on it: translator train -c {config} --set data.dir='{out}'")
 
 
 @app.command()
@@ -182,12 +197,12 @@ def translate(
     set_: SetOpt = None,
 ):
     """Translate English sentences into Chinese (greedy, or beam search with --beam)."""
-    from translator.data.prepare import read_lines
+    from translator.data.lines import read_lines, read_stdin_lines, write_lines
     from translator.inference import Translator, pick_device
 
     sentences: list[str] = []
     for item in text or []:
-        sentences.extend(sys.stdin.read().splitlines() if item == "-" else [item])
+        sentences.extend(read_stdin_lines() if item == "-" else [item])
     if input is not None:
         sentences.extend(read_lines(input))
     if not text and input is None:
@@ -199,11 +214,10 @@ def translate(
         path, pick_device(device or cfg.train.device), cfg.decode
     )
     results = translator.translate(sentences)
-    lines = "".join(r + "\n" for r in results)
     if output is not None:
-        output.write_text(lines, encoding="utf-8")
+        write_lines(output, results)
     else:
-        sys.stdout.write(lines)
+        sys.stdout.write("".join(r + "\n" for r in results))
 
 
 @app.command("eval")
@@ -211,27 +225,48 @@ def translate(
 def evaluate(
     config: ConfigOpt = DEFAULT_CONFIG,
     src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
-    ref: Annotated[Path | None, typer.Option("--ref", help="Chinese reference file.")] = None,
+    ref: Annotated[
+        list[Path] | None,
+        typer.Option("--ref", help="Chinese reference file, line-aligned with --src (repeatable)."),
+    ] = None,
+    split: Annotated[
+        str, typer.Option("--split", help="Prepared split to score without --src: test or valid.")
+    ] = "test",
     checkpoint: CheckpointOpt = None,
     beam: BeamOpt = None,
     length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
     set_: SetOpt = None,
 ):
-    """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split."""
+    """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
+    English sentence translated once, scored against all its translations."""
     from translator.evaluate import evaluate_files
 
     cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
-    if (src is None) != (ref is None):
+    if (src is None) != (not ref):
         raise UserError("--src and --ref go together")
+    if split not in ("test", "valid"):
+        raise UserError(f"--split must be test or valid, got {split!r}")
     _setup_process()
     result = evaluate_files(
-        cfg, _default_checkpoint(cfg, checkpoint), src, ref, device or cfg.train.device
+        cfg,
+        _default_checkpoint(cfg, checkpoint),
+        device or cfg.train.device,
+        src,
+        ref or [],
+        split,
     )
     s = result.scores
     typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
     typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")
-    typer.echo(f"{s.sentences:,} sentences; hypotheses in {result.hypotheses}")
+    if s.references > s.sentences:
+        typer.echo(
+            f"first reference only: BLEU = {s.bleu_1ref:.2f}, chrF = {s.chrf_1ref:.2f}  "
+            f"{s.bleu_1ref_signature}"
+        )
+    typer.echo(
+        f"{s.sentences:,} sentences, {s.references:,} references; hypotheses in {result.hypotheses}"
+    )
 
 
 @app.command()

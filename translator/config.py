@@ -30,11 +30,12 @@ class DataConfig:
     max_chars: int = 200  # drop a pair if either side is longer (characters)
     min_length_ratio: float = 0.5  # English characters per Chinese character, lower bound
     max_length_ratio: float = 9.0  # ... and upper bound
-    valid_size: int = 500  # pairs (whole English-sentence groups, so approximately)
+    valid_size: int = 500  # pairs (whole groups of linked pairs, so approximately)
     test_size: int = 1000
     seed: int = 1
-    src_vocab_size: int = 8000
+    src_vocab_size: int = 8000  # raised, with a warning, if the corpus has more characters
     tgt_vocab_size: int = 8000
+    byte_fallback: bool = True  # rare Chinese characters as UTF-8 bytes instead of <unk>
 
 
 @dataclass

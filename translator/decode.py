@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from translator.data.tokenizer import BOS, EOS, PAD
+from translator.data.tokenizer import BOS, EOS, PAD, UNK
 from translator.model import DecoderState, Transformer
 
-NEVER_OUTPUT = [PAD, BOS]  # ids the decoder may not produce
+NEVER_OUTPUT = [PAD, UNK, BOS]  # ids the decoder may not produce (UNK would print " ⁇ ")
 
 
 def _next_logits(model: Transformer, tokens: torch.Tensor, state: DecoderState):

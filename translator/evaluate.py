@@ -1,4 +1,14 @@
-"""Scoring with sacrebleu: BLEU with the Chinese tokenizer (tokenize="zh") and chrF."""
+"""Scoring with sacrebleu: BLEU with the Chinese tokenizer (tokenize="zh") and chrF, against
+one or several references per sentence.
+
+Each source sentence is translated once and scored against all its references: sacrebleu
+takes one stream per reference, so sentences with fewer references are padded with None,
+which sacrebleu skips (its signature then reads `nrefs:var`). Scoring each
+(sentence, reference) pair as its own segment instead would count one hypothesis several
+times and penalise it against every translation it did not happen to match. The score
+against the first reference alone is kept too (`nrefs:1`), for comparison with results
+reported that way.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +20,8 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 
 from translator.config import Config
-from translator.data.prepare import read_lines, split_file
+from translator.data.layout import read_references, split_file
+from translator.data.lines import read_lines, write_lines
 from translator.errors import UserError
 from translator.inference import Translator, pick_device
 
@@ -21,26 +32,64 @@ class Scores:
     chrf: float
     bleu_signature: str
     chrf_signature: str
-    sentences: int
+    sentences: int  # source sentences scored, each once
+    references: int  # reference translations, all sentences together
+    bleu_1ref: float  # against each sentence's first reference only
+    chrf_1ref: float
+    bleu_1ref_signature: str
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def score(hypotheses: Sequence[str], references: Sequence[str]) -> Scores:
+def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
+    """Per-sentence reference lists → sacrebleu's reference streams, padded with None."""
+    width = max(len(refs) for refs in references)
+    return [[refs[i] if i < len(refs) else None for refs in references] for i in range(width)]
+
+
+def _bleu_chrf(hyps: list[str], streams: list[list[str | None]]) -> tuple[float, float, str, str]:
+    """BLEU, chrF and their signatures (read after scoring: they name the reference count)."""
+    bleu, chrf = BLEU(tokenize="zh"), CHRF()
+    bleu_score, chrf_score = bleu.corpus_score(hyps, streams), chrf.corpus_score(hyps, streams)
+    return bleu_score.score, chrf_score.score, str(bleu.get_signature()), str(chrf.get_signature())
+
+
+def score(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> Scores:
+    """BLEU and chrF of one hypothesis per sentence against that sentence's references."""
     if len(hypotheses) != len(references):
         raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not references:
         raise UserError("nothing to score: no reference sentences")
-    bleu_metric, chrf_metric = BLEU(tokenize="zh"), CHRF()
-    hyps, refs = list(hypotheses), [list(references)]
+    if any(len(refs) == 0 for refs in references):
+        raise UserError("every sentence needs at least one reference")
+    hyps, streams = list(hypotheses), reference_streams(references)
+    bleu, chrf, bleu_signature, chrf_signature = _bleu_chrf(hyps, streams)
+    bleu_1ref, chrf_1ref, bleu_1ref_signature, _ = _bleu_chrf(hyps, streams[:1])
     return Scores(
-        bleu=bleu_metric.corpus_score(hyps, refs).score,
-        chrf=chrf_metric.corpus_score(hyps, refs).score,
-        bleu_signature=str(bleu_metric.get_signature()),
-        chrf_signature=str(chrf_metric.get_signature()),
+        bleu=bleu,
+        chrf=chrf,
+        bleu_signature=bleu_signature,
+        chrf_signature=chrf_signature,
         sentences=len(hyps),
+        references=sum(len(refs) for refs in references),
+        bleu_1ref=bleu_1ref,
+        chrf_1ref=chrf_1ref,
+        bleu_1ref_signature=bleu_1ref_signature,
     )
+
+
+def read_eval_set(src: Path, refs: Sequence[Path]) -> tuple[list[str], list[list[str]]]:
+    """A source file and reference files line-aligned with it (several for WMT's refA and
+    refB) → the sentences and each one's references."""
+    sources = read_lines(src)
+    columns = []
+    for ref in refs:
+        lines = read_lines(ref)
+        if len(lines) != len(sources):
+            raise UserError(f"{src} has {len(sources)} lines but {ref} has {len(lines)}")
+        columns.append(lines)
+    return sources, [list(refs) for refs in zip(*columns, strict=True)]
 
 
 @dataclass
@@ -50,25 +99,31 @@ class EvalResult:
 
 
 def evaluate_files(
-    config: Config, checkpoint: Path, src: Path | None, ref: Path | None, device: str
+    config: Config,
+    checkpoint: Path,
+    device: str,
+    src: Path | None = None,
+    refs: Sequence[Path] = (),
+    split: str = "test",
 ) -> EvalResult:
-    """Translate `src` (default: the prepared test split) with `checkpoint`, score against
-    `ref`, and write the hypotheses and scores beside the checkpoint."""
-    if src is None or ref is None:
-        src = split_file(config.data.dir, "test", "en")
-        ref = split_file(config.data.dir, "test", "zh")
+    """Translate `src` with `checkpoint` and score it against `refs`; without `src`, the
+    prepared `split` (each distinct English sentence once, against all its translations).
+    Writes the hypotheses and scores beside the checkpoint."""
+    if src is None:
+        src = split_file(config.data.dir, split, "en")
         if not src.is_file():
             raise UserError(
-                f"no test split at {src}: run `translator prepare` first, or pass --src and --ref"
+                f"no {split} split at {src}: run `translator prepare` first, "
+                "or pass --src and --ref"
             )
-    sources, references = read_lines(src), read_lines(ref)
-    if len(sources) != len(references):
-        raise UserError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+        sources, references = read_references(config.data.dir, split)
+    else:
+        sources, references = read_eval_set(src, refs)
     translator, _ = Translator.from_checkpoint(checkpoint, pick_device(device), config.decode)
     hypotheses = translator.translate(sources)
     scores = score(hypotheses, references)
     search = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
     hyp_path = checkpoint.with_name(f"{checkpoint.stem}.{src.name}{search}.hyp")
-    hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    write_lines(hyp_path, hypotheses)
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
     return EvalResult(scores, hyp_path)

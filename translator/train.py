@@ -267,7 +267,7 @@ class Trainer:
         with self.autocast:
             hyps = translator.translate(self.data.bleu_src)
         self.model.train()
-        return total.item() / tokens, score(hyps, self.data.bleu_ref).bleu, hyps
+        return total.item() / tokens, score(hyps, self.data.bleu_refs).bleu, hyps
 
     # ---- the whole run -----------------------------------------------------------------
     def run(self, max_minutes: float) -> TrainResult:

@@ -1,5 +1,6 @@
 """Prepared splits → what training consumes: tokenizers, the batches of the train and valid
-splits (encoded once), and the validation sentences that are translated for BLEU."""
+splits (encoded once), and the validation sentences that are translated for BLEU (each
+distinct English sentence once, scored against all its translations)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from translator.config import Config
 from translator.data.batching import Batch, encode_pairs, make_batches
-from translator.data.prepare import read_split, tokenizer_file
+from translator.data.layout import group_references, read_split, tokenizer_file
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 
@@ -19,8 +20,8 @@ class TrainData:
     tokenizer_models: dict[str, bytes]
     train: list[Batch]
     valid: list[Batch]
-    bleu_src: list[str]
-    bleu_ref: list[str]
+    bleu_src: list[str]  # distinct English sentences of the valid split ...
+    bleu_refs: list[list[str]]  # ... each with all its translations
     train_pairs: int
     dropped: int
 
@@ -41,16 +42,17 @@ def load_training_data(config: Config) -> TrainData:
         return make_batches(src_ids, tgt_ids, config.train.max_tokens), len(src_ids), dropped
 
     train, train_pairs, dropped = batches(*read_split(data_dir, "train"))
-    valid_src, valid_ref = read_split(data_dir, "valid")
-    valid, _, _ = batches(valid_src, valid_ref)
+    valid_pairs = read_split(data_dir, "valid")
+    valid, _, _ = batches(*valid_pairs)
+    bleu_src, bleu_refs = group_references(*valid_pairs)
     n = config.train.bleu_samples
     return TrainData(
         tokenizer_paths={k: str(p) for k, p in paths.items()},
         tokenizer_models={k: p.read_bytes() for k, p in paths.items()},
         train=train,
         valid=valid,
-        bleu_src=valid_src[:n],
-        bleu_ref=valid_ref[:n],
+        bleu_src=bleu_src[:n],
+        bleu_refs=bleu_refs[:n],
         train_pairs=train_pairs,
         dropped=dropped,
     )

@@ -1,20 +1,52 @@
 """Text normalisation, applied alike at `prepare` time and to sentences given to `translate`.
 
+- byte-order marks (U+FEFF) anywhere are removed: concatenated files leave them mid-file;
 - full-width digits and Latin letters (０-９, Ａ-Ｚ, ａ-ｚ) become ASCII;
 - whitespace runs (the ideographic space U+3000 included) become one space, ends stripped;
-- the Chinese side is converted from traditional to simplified script (zhconv, zh-hans);
-- Chinese punctuation (，。？！：“”…) is left exactly as it is.
+- a Chinese line that contains a traditional character is converted to simplified script
+  with zhconv (`zh-hans`); a line that is already simplified is left exactly as written;
+- punctuation (，。？！：“”「」…) is never changed.
+
+Why not plain `zhconv.convert(line, "zh-hans")` on every line: its phrase table also
+rewrites text that is already simplified (有什么喝的吗 → 有什幺喝的吗, 那么正式 → 那幺正式, from
+entries such as 么喝 → 幺喝) and turns 「」 into “”. So only lines with a character that
+exists in traditional script alone are converted, and in them only traditional characters
+may change: a simplified form (么, the simplified form of 麼) and punctuation are kept.
+`zh-cn` is not used: it also localises vocabulary (姊姊 → 姐姐, 咖哩 → 咖喱, 公尺 → 米), which
+changes what a translator wrote, not its script. The README compares the candidates.
 """
 
 from __future__ import annotations
 
-import zhconv
+import re
+import unicodedata
+
+from zhconv.zhconv import convert as zhconv_convert
+from zhconv.zhconv import getdict
 
 _FULLWIDTH_ALNUM = {
     code: code - 0xFEE0
     for start, end in ((0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A))
     for code in range(start, end + 1)
 }
+_FULLWIDTH_ALNUM[0xFEFF] = None  # byte-order mark / zero-width no-break space: removed
+
+
+def _is_letter(char: str) -> bool:
+    return unicodedata.category(char).startswith("L")
+
+
+def _script_tables() -> tuple[frozenset[str], re.Pattern]:
+    """From zhconv's zh-hans table: the simplified forms (targets of a one-character
+    mapping that are not themselves converted), and a pattern matching any traditional
+    character (a letter with a one-character mapping to another character)."""
+    single = {k: v for k, v in getdict("zh-hans").items() if len(k) == 1 and k != v}
+    simplified = frozenset(v for v in single.values() if len(v) == 1) - single.keys()
+    traditional = sorted(c for c in single if _is_letter(c))
+    return simplified, re.compile("[" + "".join(map(re.escape, traditional)) + "]")
+
+
+_SIMPLIFIED, _TRADITIONAL = _script_tables()
 
 
 def fullwidth_to_ascii(text: str) -> str:
@@ -25,8 +57,21 @@ def collapse_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
+def has_traditional(text: str) -> bool:
+    """Whether the text has a character that exists in traditional script only."""
+    return _TRADITIONAL.search(text) is not None
+
+
 def to_simplified(text: str) -> str:
-    return zhconv.convert(text, "zh-hans")
+    """Traditional → simplified, changing nothing in a line that is already simplified and,
+    in a traditional line, only its traditional characters (see the module docstring)."""
+    if not has_traditional(text):
+        return text
+    converted = zhconv_convert(text, "zh-hans")  # every zh-hans entry keeps the length
+    return "".join(
+        new if new == old or (_is_letter(old) and old not in _SIMPLIFIED) else old
+        for old, new in zip(text, converted, strict=True)
+    )
 
 
 def normalize_en(text: str) -> str:

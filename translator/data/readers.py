@@ -4,15 +4,22 @@
 - anki:    manythings.org/anki files, `en <TAB> zh <TAB> attribution` (attribution optional)
 - jsonl:   one JSON object a line, `{"english": ..., "chinese": ...}`
 
-A row that cannot be read (wrong column count, undecodable bytes, bad JSON) is skipped
-and recorded in `ReadStats` with its file and 1-based line number; it never stops the read.
-Tables are parsed by pandas with quoting off, since Tatoeba sentences contain quote marks.
+A file is read in blocks of whole lines, decoded as UTF-8 (a byte-order mark at the start
+dropped, "\\r\\n" read as "\\n"), and each block is checked with vectorised string
+operations. A row that cannot be used is skipped, counted by kind in `ReadStats` and, for
+the first few, recorded with its file and 1-based line number; it never stops the read.
+The kinds: wrong column count, undecodable bytes (not UTF-8), control characters (NUL and
+the other C0/C1 controls but tab and carriage return), a Tatoeba id that is not a number,
+and for JSON lines bad JSON, a value that is not an object, a missing or non-string field.
+Blank lines are ignored; a first line that is a column header is skipped and counted.
+A file that is not UTF-8 text at all (binary, compressed, UTF-16) is one clear error.
 """
 
 from __future__ import annotations
 
-import csv
 import json
+import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,14 +29,23 @@ import pandas as pd
 from translator.errors import UserError
 
 FORMATS = ("tatoeba", "anki", "jsonl")
-CHUNK_ROWS = 100_000
+BLOCK_BYTES = 16 << 20  # read this much at a time, cut at the last newline
 MAX_EXAMPLES = 5  # malformed rows kept for the report
-_BAD = "\x00malformed"  # marker row put in place of a line with too many columns
+CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # C0 and C1 controls but \t \n \r
+HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 
-# columns read for each table format, and where English and Chinese are
+# columns of each table format, and where English and Chinese are
 _TABLES = {
-    "tatoeba": {"columns": 4, "min_columns": 4, "en": 1, "zh": 3},
-    "anki": {"columns": 3, "min_columns": 2, "en": 0, "zh": 1},
+    "tatoeba": {"columns": 4, "min_columns": 4, "en": 1, "zh": 3, "ids": (0, 2)},
+    "anki": {"columns": 3, "min_columns": 2, "en": 0, "zh": 1, "ids": ()},
+}
+_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed: decompress it first",
+    b"PK\x03\x04": "a zip archive: extract it first",
+    b"BZh": "bzip2-compressed: decompress it first",
+    b"\xfd7zXZ\x00": "xz-compressed: decompress it first",
+    b"\xff\xfe": "UTF-16 text: save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text: save it as UTF-8",
 }
 
 
@@ -45,14 +61,23 @@ class Malformed:
 
 @dataclass
 class ReadStats:
-    rows: int = 0  # non-blank lines seen
+    rows: int = 0  # non-blank lines seen, headers included
     malformed: int = 0
+    headers: int = 0  # header lines skipped
+    kinds: Counter = field(default_factory=Counter)  # malformed rows by kind
     examples: list[Malformed] = field(default_factory=list)
 
-    def skip(self, path: Path, line: int, reason: str) -> None:
-        self.malformed += 1
-        if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(Malformed(str(path), line, reason))
+    def skip(self, path: Path, lines: pd.Index, kind: str, reason: str) -> None:
+        """Count the rows at line numbers `lines` as malformed, of `kind`, for `reason`; keep
+        the first rows of the read (by file, then line) as examples."""
+        if len(lines) == 0:
+            return
+        self.malformed += len(lines)
+        self.kinds[kind] += len(lines)
+        files = list(dict.fromkeys([m.path for m in self.examples] + [str(path)]))
+        self.examples += [Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]]
+        self.examples.sort(key=lambda m: (files.index(m.path), m.line))
+        del self.examples[MAX_EXAMPLES:]
 
 
 def check_input(path: Path) -> None:
@@ -60,24 +85,47 @@ def check_input(path: Path) -> None:
         raise UserError(f"input file not found: {path}")
     if not path.is_file():
         raise UserError(f"input is not a file: {path}")
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+    for magic, what in _MAGIC.items():
+        if head.startswith(magic):
+            raise UserError(f"{path} is {what}")
+    text = head.decode("utf-8", errors="replace")
+    odd = sum(text.count(c) for c in "\ufffd\x00")
+    if odd > max(8, len(text) // 20):
+        raise UserError(f"{path} is not a UTF-8 text file ({odd} undecodable or NUL bytes)")
 
 
-def detect_format(path: Path) -> str:
-    """Tell the format from the first non-blank line."""
+def _first_lines(path: Path, count: int) -> list[str]:
+    lines: list[str] = []
     with path.open("rb") as f:
         for raw in f:
             line = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
             if line.strip():
-                break
-        else:
-            raise UserError(f"input file is empty: {path}")
-    if line.lstrip().startswith("{"):
+                lines.append(line)
+                if len(lines) == count:
+                    break
+    return lines
+
+
+def _looks_tatoeba(fields: list[str]) -> bool:
+    return len(fields) == 4 and fields[0].strip().isdigit() and fields[2].strip().isdigit()
+
+
+def detect_format(path: Path) -> str:
+    """Tell the format from the first non-blank line (the second, if the first is a header)."""
+    lines = _first_lines(path, 2)
+    if not lines:
+        raise UserError(f"input file is empty: {path}")
+    if lines[0].lstrip().startswith("{"):
         return "jsonl"
-    fields = line.split("\t")
-    if len(fields) == 4 and fields[0].strip().isdigit() and fields[2].strip().isdigit():
-        return "tatoeba"
-    if len(fields) in (2, 3):
-        return "anki"
+    for line in lines:
+        fields = line.split("\t")
+        if _looks_tatoeba(fields):
+            return "tatoeba"
+        if len(fields) in (2, 3) and re.search(HAN, fields[1]):
+            return "anki"
+    fields = lines[0].split("\t")
     raise UserError(
         f"cannot tell the format of {path} from its first line ({len(fields)} tab-separated "
         f"fields); pass --format ({', '.join(FORMATS)})"
@@ -85,57 +133,90 @@ def detect_format(path: Path) -> str:
 
 
 def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]:
-    """Yield DataFrames with string columns `en` and `zh`, raw (not yet normalised)."""
+    """Yield DataFrames with string columns `en` and `zh`, raw (not yet normalised), indexed
+    by line number."""
     check_input(path)
     if fmt == "auto":
         fmt = detect_format(path)
-    if fmt == "jsonl":
-        yield from _read_jsonl(path, stats)
-    elif fmt in _TABLES:
-        yield from _read_table(path, _TABLES[fmt], stats)
-    else:
+    if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
+    at_start = True
+    for lines in _blocks(path):
+        lines = lines[lines.str.strip() != ""]  # blank lines are ignored
+        stats.rows += len(lines)
+        if at_start and len(lines):
+            at_start = False
+            if fmt != "jsonl" and _is_header(lines.iloc[0], fmt):
+                stats.headers += 1
+                lines = lines.iloc[1:]
+        undecodable = lines.str.contains("\ufffd", regex=False)
+        stats.skip(path, lines.index[undecodable], "undecodable", "undecodable bytes (not UTF-8)")
+        lines = lines[~undecodable]
+        if fmt == "jsonl":
+            pairs = _parse_json(path, lines, stats)
+        else:
+            pairs = _parse_table(path, lines, _TABLES[fmt], stats)
+        control = pairs["en"].str.contains(CONTROL) | pairs["zh"].str.contains(CONTROL)
+        stats.skip(path, pairs.index[control], "control characters", "control characters")
+        yield pairs[~control]
 
 
-def _mark_bad(fields: list[str]) -> list[str]:
-    return [_BAD, str(len(fields))]
+def _blocks(path: Path) -> Iterator[pd.Series]:
+    """The lines of the file, indexed by line number, a block of whole lines at a time."""
+    line_number = 1
+    with path.open("rb") as f:
+        rest = b""
+        while True:
+            data = f.read(BLOCK_BYTES)
+            rest += data
+            cut = rest.rfind(b"\n") + 1 if data else len(rest)
+            if cut == 0 and data:
+                continue  # one line longer than a block: read on
+            block, rest = rest[:cut], rest[cut:]
+            if not block:
+                return
+            text = block.decode("utf-8", errors="replace").replace("\r\n", "\n")
+            if line_number == 1:
+                text = text.removeprefix("\ufeff")
+            lines = text.split("\n")
+            if text.endswith("\n"):
+                lines.pop()
+            index = pd.RangeIndex(line_number, line_number + len(lines))
+            yield pd.Series(lines, index=index, dtype=object)
+            line_number += len(lines)
 
 
-def _read_table(path: Path, layout: dict, stats: ReadStats) -> Iterator[pd.DataFrame]:
-    width = layout["columns"]
-    reader = pd.read_csv(
-        path,
-        sep="\t",
-        header=None,
-        names=list(range(width)),
-        quoting=csv.QUOTE_NONE,
-        dtype=str,
-        na_filter=False,
-        keep_default_na=False,
-        skip_blank_lines=False,  # keeps the row index equal to the line number
-        engine="python",  # the only engine that hands bad lines to a callable
-        on_bad_lines=_mark_bad,
-        encoding="utf-8-sig",
-        encoding_errors="replace",
-        chunksize=CHUNK_ROWS,
-    )
-    for chunk in reader:
-        present = chunk.notna()
-        blank = ~present.iloc[:, 1:].any(axis=1) & (chunk[0].fillna("").str.strip() == "")
-        chunk = chunk[~blank]
-        stats.rows += len(chunk)
-        too_many = chunk[0] == _BAD
-        too_few = ~too_many & chunk[layout["min_columns"] - 1].isna()
-        undecodable = ~too_many & chunk.apply(
-            lambda col: col.str.contains("\ufffd", regex=False, na=False)
-        ).any(axis=1)
-        for line, row in chunk[too_many | too_few].iterrows():
-            count = int(row[1]) if row[0] == _BAD else int(row.notna().sum())
-            stats.skip(path, line + 1, f"expected {_describe(layout)} columns, found {count}")
-        for line in chunk.index[undecodable & ~too_few]:
-            stats.skip(path, line + 1, "undecodable bytes (not UTF-8)")
-        good = chunk[~(too_many | too_few | undecodable)]
-        yield pd.DataFrame({"en": good[layout["en"]], "zh": good[layout["zh"]]})
+def _is_header(line: str, fmt: str) -> bool:
+    """A first row whose ids are not numbers, or whose Chinese has no Chinese character."""
+    layout = _TABLES[fmt]
+    fields = line.split("\t")
+    if not layout["min_columns"] <= len(fields) <= layout["columns"]:
+        return False
+    ids_ok = all(fields[c].strip().isdigit() for c in layout["ids"])
+    return not (ids_ok and re.search(HAN, fields[layout["zh"]]))
+
+
+def _parse_table(path: Path, lines: pd.Series, layout: dict, stats: ReadStats) -> pd.DataFrame:
+    columns = lines.str.count("\t") + 1
+    wrong = (columns < layout["min_columns"]) | (columns > layout["columns"])
+    for count in sorted(set(columns[wrong])):
+        stats.skip(
+            path,
+            lines.index[wrong & (columns == count)],
+            "wrong column count",
+            f"expected {_describe(layout)} columns, found {count}",
+        )
+    fields = lines[~wrong].str.split("\t", expand=True)
+    if fields.empty:
+        return pd.DataFrame({"en": [], "zh": []}, dtype=str)
+    for column in layout["ids"]:
+        bad_id = ~fields[column].str.strip().str.fullmatch(r"\d+")
+        if bad_id.any():
+            found = fields[column][bad_id].iloc[0][:20]
+            reason = f"column {column + 1} should be a sentence id, found {found!r}"
+            stats.skip(path, fields.index[bad_id], "id not a number", reason)
+        fields = fields[~bad_id]
+    return pd.DataFrame({"en": fields[layout["en"]], "zh": fields[layout["zh"]]}, dtype=str)
 
 
 def _describe(layout: dict) -> str:
@@ -143,40 +224,27 @@ def _describe(layout: dict) -> str:
     return str(high) if low == high else f"{low}-{high}"
 
 
-def _read_jsonl(path: Path, stats: ReadStats) -> Iterator[pd.DataFrame]:
-    en: list[str] = []
-    zh: list[str] = []
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError:
-                stats.rows += 1
-                stats.skip(path, number, "undecodable bytes (not UTF-8)")
-                continue
-            if not line.strip():
-                continue
-            stats.rows += 1
-            pair = _parse_json_pair(line)
-            if isinstance(pair, str):
-                stats.skip(path, number, pair)
-                continue
-            en.append(pair[0])
-            zh.append(pair[1])
-            if len(en) >= CHUNK_ROWS:
-                yield pd.DataFrame({"en": en, "zh": zh}, dtype=str)
-                en, zh = [], []
-    yield pd.DataFrame({"en": en, "zh": zh}, dtype=str)
+def _parse_json(path: Path, lines: pd.Series, stats: ReadStats) -> pd.DataFrame:
+    parsed = lines.map(_parse_json_pair)
+    failed = parsed.map(lambda p: isinstance(p, str)).astype(bool)
+    for reason in sorted(set(parsed[failed])):
+        stats.skip(path, parsed.index[failed & (parsed == reason)], reason, reason)
+    good = parsed[~failed]
+    return pd.DataFrame(
+        {"en": good.map(lambda p: p[0]), "zh": good.map(lambda p: p[1])},
+        index=good.index,
+        dtype=str,
+    )
 
 
 def _parse_json_pair(line: str) -> tuple[str, str] | str:
     """The (english, chinese) pair of one JSON line, or the reason it is malformed."""
     try:
         obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return f"bad JSON ({exc.msg})"
+    except json.JSONDecodeError:
+        return "bad JSON"
     if not isinstance(obj, dict):
-        return "expected a JSON object"
+        return "not a JSON object"
     missing = [key for key in ("english", "chinese") if not isinstance(obj.get(key), str)]
     if missing:
         return f"missing or non-string {' and '.join(repr(k) for k in missing)}"

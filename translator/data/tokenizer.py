@@ -5,10 +5,19 @@ SentencePiece's default (nmt_nfkc) folds full-width punctuation such as ？，�
 so a model trained on it could never write what Chinese references contain. Our own
 normaliser (translator.data.normalize) runs before SentencePiece instead, at prepare time
 and at translate time alike.
+
+The Chinese model has byte fallback: a character too rare for the vocabulary is written as
+its UTF-8 bytes (<0xE7><0x82><0x92>…) instead of <unk>, so every character can be read and
+written (without it, 炒鱿鱼 became 炒 ⁇ 鱼). It costs 256 of the vocabulary's pieces.
+
+When the vocabulary is smaller than the characters the corpus needs (SentencePiece keeps a
+piece for every character up to `character_coverage`, plus the specials and bytes), it is
+raised to what is needed, with one warning.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -20,12 +29,49 @@ from translator.errors import UserError
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 Tokenizer = spm.SentencePieceProcessor
+log = logging.getLogger(__name__)
+
+
+class _VocabularyTooSmall(Exception):
+    def __init__(self, needed: int):
+        self.needed = needed
 
 
 def train_tokenizer(
-    text_file: Path, prefix: Path, vocab_size: int, character_coverage: float, config_key: str
-) -> Path:
-    """Train a BPE model on one sentence a line; writes `<prefix>.model` and `.vocab`."""
+    text_file: Path,
+    prefix: Path,
+    vocab_size: int,
+    character_coverage: float,
+    config_key: str,
+    byte_fallback: bool = False,
+) -> int:
+    """Train a BPE model on one sentence a line; writes `<prefix>.model` and `.vocab`.
+    Returns the vocabulary size used: `vocab_size`, or more if the characters need it."""
+    try:
+        _train(text_file, prefix, vocab_size, character_coverage, byte_fallback, config_key)
+        return vocab_size
+    except _VocabularyTooSmall as small:
+        needed = small.needed
+    log.warning(
+        "warning: %s = %d is too small for the characters of %s; using %d, the least that "
+        "holds them (set it to at least that to silence this)",
+        config_key,
+        vocab_size,
+        text_file,
+        needed,
+    )
+    _train(text_file, prefix, needed, character_coverage, byte_fallback, config_key)
+    return needed
+
+
+def _train(
+    text_file: Path,
+    prefix: Path,
+    vocab_size: int,
+    character_coverage: float,
+    byte_fallback: bool,
+    config_key: str,
+) -> None:
     try:
         spm.SentencePieceTrainer.train(
             input=str(text_file),
@@ -33,6 +79,7 @@ def train_tokenizer(
             model_type="bpe",
             vocab_size=vocab_size,
             character_coverage=character_coverage,
+            byte_fallback=byte_fallback,
             normalization_rule_name="identity",
             pad_id=PAD,
             unk_id=UNK,
@@ -44,14 +91,17 @@ def train_tokenizer(
             minloglevel=2,
         )
     except RuntimeError as exc:
-        limit = re.search(r"value <= (\d+)", str(exc))
+        message = str(exc)
+        needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", message)
+        if needed:
+            raise _VocabularyTooSmall(int(needed.group(1))) from None
+        limit = re.search(r"value <= (\d+)", message)
         if limit:
             raise UserError(
                 f"{config_key} = {vocab_size} is too large for this corpus; "
                 f"SentencePiece allows at most {limit.group(1)}"
             ) from None
-        raise UserError(f"SentencePiece training failed on {text_file}: {exc}") from None
-    return prefix.with_suffix(".model")
+        raise UserError(f"SentencePiece training failed on {text_file}: {message}") from None
 
 
 def load_tokenizer(model: Path | bytes) -> Tokenizer:

@@ -1,0 +1,49 @@
+"""The one reader for files of sentences, one a line: `translate --input` and stdin,
+`eval --src/--ref`, and the prepared splits all read through it.
+
+Lines are split on "\\n" only (not on the other separators `str.splitlines` knows, such as
+\\x0b, \\x1c or U+2028, which can sit inside a sentence), so every input line gives one
+sentence: a final newline ends the last line and does not add an empty one, a last line
+without a newline is kept, a "\\r" before "\\n" (Windows) is dropped, and so is a UTF-8
+byte-order mark at the start. A blank line is a blank sentence.
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from pathlib import Path
+
+from translator.errors import UserError
+
+
+def split_lines(data: bytes, source: str) -> list[str]:
+    """UTF-8 bytes → lines (see the module docstring). `source` names them in errors."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{source}: line {line} is not valid UTF-8") from None
+    if not text:
+        return []
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the text ended with a newline
+    return lines
+
+
+def read_lines(path: Path | str) -> list[str]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"file not found: {path}")
+    return split_lines(path.read_bytes(), str(path))
+
+
+def read_stdin_lines() -> list[str]:
+    return split_lines(sys.stdin.buffer.read(), "stdin")
+
+
+def write_lines(path: Path | str, lines: list[str]) -> None:
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
