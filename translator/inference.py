@@ -67,20 +67,27 @@ class Translator:
         texts = [normalize_en(s) for s in sentences]
         todo = [i for i, text in enumerate(texts) if text]
         results = [""] * len(texts)
-        outputs = self.search(self.encode([texts[i] for i in todo]))
+        outputs = self.search(self.encode([texts[i] for i in todo], [i + 1 for i in todo]))
         for i, ids in zip(todo, outputs, strict=True):
-            results[i] = self.tgt_tok.decode(ids)
+            results[i] = self.detokenize(ids)
         return results
 
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Normalised text → source ids ending in EOS, cut to the model's max_positions."""
+    def detokenize(self, ids: list[int]) -> str:
+        """Output ids → text. Byte pieces (byte fallback) that do not form a whole UTF-8
+        character would print as U+FFFD; they are dropped, as no reference contains one."""
+        return self.tgt_tok.decode(ids).replace("\ufffd", "")
+
+    def encode(self, texts: Sequence[str], lines: Sequence[int] | None = None) -> list[np.ndarray]:
+        """Normalised text → source ids ending in EOS, cut to the model's max_positions
+        with a warning naming the input's line (`lines`, default 1, 2, …)."""
         limit = self.model.cfg.max_positions
         sources = encode(texts, self.src_tok)
+        lines = lines or range(1, len(texts) + 1)
         for i, seq in enumerate(sources):
             if len(seq) > limit:
                 log.warning(
                     "input %d has %d tokens; only the first %d are translated",
-                    i + 1,
+                    lines[i],
                     len(seq),
                     limit,
                 )

@@ -56,7 +56,8 @@ def read_inputs(paths: list[Path], fmt: str) -> tuple[pd.DataFrame, ReadStats, l
                 "malformed": read.malformed - before[1],
             }
         )
-    return pd.concat(frames, ignore_index=True), read, per_input
+    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["en", "zh"])
+    return pairs.astype(str), read, per_input
 
 
 def prepare(

@@ -4,13 +4,14 @@
 - anki:    manythings.org/anki files, `en <TAB> zh <TAB> attribution` (attribution optional)
 - jsonl:   one JSON object a line, `{"english": ..., "chinese": ...}`
 
-A file is read in blocks of whole lines, decoded as UTF-8 (a byte-order mark at the start
-dropped, "\\r\\n" read as "\\n"), and each block is checked with vectorised string
-operations. A row that cannot be used is skipped, counted by kind in `ReadStats` and, for
-the first few, recorded with its file and 1-based line number; it never stops the read.
-The kinds: wrong column count, undecodable bytes (not UTF-8), control characters (NUL and
-the other C0/C1 controls but tab and carriage return), a Tatoeba id that is not a number,
-and for JSON lines bad JSON, a value that is not an object, a missing or non-string field.
+A file is read in blocks of whole lines, decoded as UTF-8 (byte-order marks dropped, at
+the start or mid-file from concatenated files; "\\r\\n" read as "\\n"), and each block
+is checked with vectorised string operations. A row that cannot be used is skipped,
+counted by kind in `ReadStats` and, for the first few, recorded with its file and 1-based
+line number; it never stops the read. The kinds: wrong column count, undecodable bytes
+(not UTF-8), control characters (NUL and the other C0/C1 controls but tab and carriage
+return), a Tatoeba id that is not a number, and for JSON lines bad JSON, a value that is
+not an object, a missing or non-string field.
 Blank lines are ignored; a first line that is a column header is skipped and counted.
 A file that is not UTF-8 text at all (binary, compressed, UTF-16) is one clear error.
 """
@@ -87,6 +88,8 @@ def check_input(path: Path) -> None:
         raise UserError(f"input is not a file: {path}")
     with path.open("rb") as f:
         head = f.read(1 << 16)
+    if not head.strip() and path.stat().st_size <= len(head):
+        raise UserError(f"input file is empty: {path}")
     for magic, what in _MAGIC.items():
         if head.startswith(magic):
             raise UserError(f"{path} is {what}")
@@ -126,6 +129,8 @@ def detect_format(path: Path) -> str:
         if len(fields) in (2, 3) and re.search(HAN, fields[1]):
             return "anki"
     fields = lines[0].split("\t")
+    if len(fields) in (2, 3):
+        return "anki"
     raise UserError(
         f"cannot tell the format of {path} from its first line ({len(fields)} tab-separated "
         f"fields); pass --format ({', '.join(FORMATS)})"
@@ -176,8 +181,7 @@ def _blocks(path: Path) -> Iterator[pd.Series]:
             if not block:
                 return
             text = block.decode("utf-8", errors="replace").replace("\r\n", "\n")
-            if line_number == 1:
-                text = text.removeprefix("\ufeff")
+            text = text.replace("\ufeff", "")  # byte-order marks, also mid-file
             lines = text.split("\n")
             if text.endswith("\n"):
                 lines.pop()
