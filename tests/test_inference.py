@@ -49,3 +49,12 @@ def test_too_long_input_is_truncated_with_a_warning(translator, caplog):
         out = translator.translate([long, "Tom can see the cat."])
     assert len(out) == 2
     assert "only the first 16 are translated" in caplog.text
+
+
+def test_byte_pieces_never_break_an_output_line(translator):
+    """With byte fallback the model can write a newline, a NUL or half a character."""
+    tok = translator.tgt_tok
+    byte = lambda b: tok.piece_to_id(f"<0x{b:02X}>")  # noqa: E731
+    ids = tok.encode("我会买书。") + [byte(0x0A), byte(0x00), byte(0xE7)] + tok.encode("猫")
+    assert "\n" in tok.decode(ids) and "\ufffd" in tok.decode(ids)
+    assert translator.detokenize(ids) == "我会买书。 猫"

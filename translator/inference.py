@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from translator.errors import UserError
 from translator.model import Transformer
 
 log = logging.getLogger(__name__)
+_UNWRITABLE = re.compile("[\ufffd\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
 
 
 def pick_device(name: str) -> torch.device:
@@ -73,9 +75,12 @@ class Translator:
         return results
 
     def detokenize(self, ids: list[int]) -> str:
-        """Output ids → text. Byte pieces (byte fallback) that do not form a whole UTF-8
-        character would print as U+FFFD; they are dropped, as no reference contains one."""
-        return self.tgt_tok.decode(ids).replace("\ufffd", "")
+        """Output ids → one line of text. With byte fallback the model can write any byte:
+        bytes that form no whole UTF-8 character (U+FFFD) and control characters are
+        dropped and whitespace runs made one space, as in every training target, so an
+        output never breaks into two lines."""
+        text = _UNWRITABLE.sub("", self.tgt_tok.decode(ids))
+        return " ".join(text.split())
 
     def encode(self, texts: Sequence[str], lines: Sequence[int] | None = None) -> list[np.ndarray]:
         """Normalised text → source ids ending in EOS, cut to the model's max_positions
