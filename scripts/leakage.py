@@ -100,6 +100,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dirs", nargs="+", type=Path, help="prepared data directories")
     for data_dir in parser.parse_args().data_dirs:
+        if not (data_dir / "train.en").is_file():
+            print(
+                f"error: {data_dir} holds no prepared split (train.en); "
+                "run `translator prepare` for it first",
+                file=sys.stderr,
+            )
+            sys.exit(2)
         report(data_dir)
 
 

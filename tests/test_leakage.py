@@ -51,3 +51,14 @@ def test_a_prepared_split_has_nothing_to_find(tmp_path):
     prepare(config)
     out = run(Path(config.dir))
     assert out.count("training targets: 0 (0.0%); English found in train: 0 exactly, 0 ") == 2
+
+
+def test_a_directory_without_a_split_is_one_error_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(LEAKAGE), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {tmp_path} holds no prepared split (train.en); "
+        "run `translator prepare` for it first"
+    ]
