@@ -134,7 +134,8 @@ def main() -> None:
         }
     )
     print(f"{args.corpus}: {len(zh):,} distinct Chinese lines\n")
-    outputs = {name: {s: convert(s) for s in zh} for name, convert in candidates().items()}
+    converters = candidates()
+    outputs = {name: {s: convert(s) for s in zh} for name, convert in converters.items()}
     verdicts = {
         name: {s: judge(s, out[s]) for s in zh if out[s] != s} for name, out in outputs.items()
     }
@@ -149,7 +150,7 @@ def main() -> None:
             f"{kinds['usage']} | {kinds['unjudged']} | {missed} |"
         )
     simplified = [s for s in zh if all(out[s] == s for out in outputs.values())]
-    round_trip(simplified, candidates())
+    round_trip(simplified, converters)
     for name, judged in verdicts.items():
         if args.show:
             print(f"\n{name}:")
