@@ -38,7 +38,7 @@ from zhconv.zhconv import getdict  # noqa: E402
 from translator.data.normalize import normalize_en, to_simplified  # noqa: E402
 from translator.data.readers import ReadStats, read_pairs  # noqa: E402
 
-TATOEBA = ROOT / "../shared/data/tatoeba/en-cmn.tsv"
+TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
 JUDGED = {
     "么幺": (
         "wrong",

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from translator.data.readers import ReadStats, read_pairs  # noqa: E402
 
-TATOEBA = ROOT.parent / "shared" / "data" / "tatoeba" / "en-cmn.tsv"
+TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
 CHUNK = 200_000
 UNDECODABLE = "\udcff"  # written as the lone byte 0xFF by the "surrogateescape" encoder
 MALFORMED = ("wrong column count", "id not a number", "control characters", "undecodable")
@@ -39,7 +39,8 @@ def load_sentences(source: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     (rows with a tab or a newline inside dropped, so that joining them keeps the layout)."""
     frames = list(read_pairs(source, "auto", ReadStats()))
     if not frames:
-        raise SystemExit(f"error: {source} has no usable pair")
+        print(f"error: {source} has no usable pair", file=sys.stderr)
+        sys.exit(2)
     pairs = pd.concat(frames, ignore_index=True)
     pairs = pairs[~(pairs.en + pairs.zh).str.contains(r"[\t\n\r]")]
     zh = pairs.zh.to_numpy(dtype=object)
@@ -54,15 +55,16 @@ def chunk_rows(
     en, zh, traditional = sentences
     first, second = rng.integers(0, len(en), size), rng.integers(0, len(en), size)
     in_traditional = (rng.random(size) < rates["traditional"]) & (traditional[first] != zh[first])
+    ids = pd.Series(np.arange(start + 1, start + size + 1))
     rows = pd.DataFrame(
         {
-            "en_id": pd.Series(np.arange(start + 1, start + size + 1)).astype(str),
+            "en_id": ids.astype(str),
             "en": pd.Series(en[first]) + " " + pd.Series(en[second]),
+            "zh_id": (ids + 10**9).astype(str),
             "zh": pd.Series(np.where(in_traditional, traditional[first], zh[first]))
             + pd.Series(zh[second]),
         }
     )
-    rows["zh_id"] = pd.Series(np.arange(start + 1, start + size + 1) + 10**9).astype(str)
     duplicate = rng.random(size) < rates["duplicates"]
     duplicate[0] = False
     source_row = np.maximum.accumulate(np.where(duplicate, 0, np.arange(size)))

@@ -44,11 +44,13 @@ def generated_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     ]
 
 
+def tatoeba_rows(pairs: list[tuple[str, str]], first: int = 0) -> str:
+    """Rows in the Tatoeba export layout, numbered from `first`."""
+    return "".join(f"{100 + i}\t{en}\t{900 + i}\t{zh}\n" for i, (en, zh) in enumerate(pairs, first))
+
+
 def write_tatoeba(path: Path, pairs: list[tuple[str, str]]) -> Path:
-    path.write_text(
-        "".join(f"{100 + i}\t{en}\t{900 + i}\t{zh}\n" for i, (en, zh) in enumerate(pairs)),
-        encoding="utf-8",
-    )
+    path.write_text(tatoeba_rows(pairs), encoding="utf-8")
     return path
 
 

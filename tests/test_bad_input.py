@@ -5,21 +5,16 @@ import gzip
 import json
 
 import pytest
-from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config
+from conftest import assert_one_line_error, generated_pairs, run_cli, tatoeba_rows, tiny_config
 
 from translator.data.prepare import prepare
 
 GOOD = generated_pairs(240)
 
 
-def tatoeba_row(i: int, en: str, zh: str) -> str:
-    return f"{100 + i}\t{en}\t{900 + i}\t{zh}\n"
-
-
 def corpus_with(tmp_path, bad: bytes, header: bytes = b"") -> dict:
     """The good pairs, half before and half after `bad`; returns prepare's stats."""
-    first = "".join(tatoeba_row(i, en, zh) for i, (en, zh) in enumerate(GOOD[:120]))
-    last = "".join(tatoeba_row(i, en, zh) for i, (en, zh) in enumerate(GOOD[120:], 120))
+    first, last = tatoeba_rows(GOOD[:120]), tatoeba_rows(GOOD[120:], 120)
     path = tmp_path / "corpus.tsv"
     path.write_bytes(header + first.encode() + bad + last.encode())
     return prepare(tiny_config(tmp_path).data).stats

@@ -14,14 +14,14 @@ import torch
 from translator.checkpoint import load as load_checkpoint
 from translator.config import Config, DecodeConfig, from_dict
 from translator.data.batching import encode, pad, padding_mask
-from translator.data.normalize import normalize_en
+from translator.data.normalize import CONTROL, normalize_en
 from translator.data.tokenizer import EOS, Tokenizer, load_tokenizer
 from translator.decode import beam_search, greedy
 from translator.errors import UserError
 from translator.model import Transformer
 
 log = logging.getLogger(__name__)
-_UNWRITABLE = re.compile("[\ufffd\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
+_UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
 
 
 def pick_device(name: str) -> torch.device:

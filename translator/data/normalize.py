@@ -24,6 +24,7 @@ import unicodedata
 from zhconv.zhconv import convert as zhconv_convert
 from zhconv.zhconv import getdict
 
+CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # C0 and C1 controls but \t \n \r
 _FULLWIDTH_ALNUM = {
     code: code - 0xFEE0
     for start, end in ((0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A))

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from translator.data.normalize import CONTROL
 from translator.errors import UserError
 
 FORMATS = ("tatoeba", "anki", "jsonl")
 BLOCK_BYTES = 16 << 20  # read this much at a time, cut at the last newline
 MAX_EXAMPLES = 5  # malformed rows kept for the report
-CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # C0 and C1 controls but \t \n \r
 HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 
 # columns of each table format, and where English and Chinese are
