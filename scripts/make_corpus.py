@@ -27,6 +27,7 @@ import zhconv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from translator.data.readers import ReadStats, read_pairs  # noqa: E402
+from translator.errors import UserError  # noqa: E402
 
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
 CHUNK = 200_000
@@ -34,15 +35,14 @@ UNDECODABLE = "\udcff"  # written as the lone byte 0xFF by the "surrogateescape"
 MALFORMED = ("wrong column count", "id not a number", "control characters", "undecodable")
 
 
-def load_sentences(source: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def load_sentences(source: Path, fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """English, Chinese, and the Chinese in traditional script, one entry per source pair
     (rows with a tab or a newline inside dropped, so that joining them keeps the layout)."""
-    frames = list(read_pairs(source, "auto", ReadStats()))
-    if not frames:
-        print(f"error: {source} has no usable pair", file=sys.stderr)
-        sys.exit(2)
-    pairs = pd.concat(frames, ignore_index=True)
+    frames = list(read_pairs(source, fmt, ReadStats()))
+    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["en", "zh"])
     pairs = pairs[~(pairs.en + pairs.zh).str.contains(r"[\t\n\r]")]
+    if pairs.empty:
+        raise UserError(f"{source} has no usable pair")
     zh = pairs.zh.to_numpy(dtype=object)
     traditional = np.array([zhconv.convert(s, "zh-hant") for s in zh], dtype=object)
     return pairs.en.to_numpy(dtype=object), zh, traditional
@@ -88,8 +88,8 @@ def broken(kind: str, rows: pd.DataFrame, lines: pd.Series) -> pd.Series:
     return lines + ("\x07" if kind == "control characters" else UNDECODABLE)
 
 
-def make_corpus(n: int, out: Path, source: Path, seed: int, rates: dict) -> Counter:
-    sentences = load_sentences(source)
+def make_corpus(n: int, out: Path, source: Path, fmt: str, seed: int, rates: dict) -> Counter:
+    sentences = load_sentences(source, fmt)
     planted: Counter = Counter()
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("wb") as f:
@@ -107,6 +107,7 @@ def main() -> None:
     parser.add_argument("n", type=int, help="rows to write")
     parser.add_argument("out", type=Path)
     parser.add_argument("--source", type=Path, default=TATOEBA, help="a corpus to draw from")
+    parser.add_argument("--format", default="auto", help="the source's: auto, tatoeba, anki, jsonl")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--traditional", type=float, default=0.01, help="share of rows")
     parser.add_argument("--duplicates", type=float, default=0.02, help="share of rows")
@@ -117,7 +118,11 @@ def main() -> None:
     if not args.source.is_file():
         parser.error(f"no source corpus at {args.source} (give one with --source)")
     rates = {k: getattr(args, k) for k in ("traditional", "duplicates", "malformed")}
-    planted = make_corpus(args.n, args.out, args.source, args.seed, rates)
+    try:
+        planted = make_corpus(args.n, args.out, args.source, args.format, args.seed, rates)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
     summary = ", ".join(f"{name} {count:,}" for name, count in sorted(planted.items()))
     print(f"wrote {args.n:,} rows to {args.out}; planted: {summary}")
 

@@ -54,3 +54,22 @@ def test_the_same_seed_writes_the_same_bytes(tmp_path):
     a, b, c = (out.read_bytes() for out, _ in runs)
     assert a == b != c
     assert len(a.splitlines()) == 500
+
+
+def test_a_source_without_usable_pairs_is_one_error_line(tmp_path):
+    for name, content in (("prose.md", "# Not a corpus\n"), ("bad.tsv", "x1\tHi.\t2\t嗨。\n")):
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(MAKE_CORPUS),
+                "5",
+                str(tmp_path / "out.tsv"),
+                "--source",
+                str(tmp_path / name),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 2
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
