@@ -3,7 +3,8 @@ import random
 import numpy as np
 import torch
 
-from translator.data.batching import collate, make_batches, shuffled, token_batches
+from translator.data.batching import collate, collate_padded, make_batches, plan_batches, shuffled
+from translator.data.ids import Ids
 from translator.data.tokenizer import BOS, EOS, PAD
 
 
@@ -11,7 +12,7 @@ def test_token_budget_respected_and_every_example_once():
     rng = random.Random(0)
     src = [rng.randint(1, 40) for _ in range(1000)]
     tgt = [rng.randint(1, 40) for _ in range(1000)]
-    batches = token_batches(src, tgt, max_tokens=256)
+    batches = plan_batches(np.array(src), np.array(tgt), max_tokens=256)
     flat = [i for batch in batches for i in batch]
     assert sorted(flat) == list(range(1000))
     for batch in batches:
@@ -20,8 +21,47 @@ def test_token_budget_respected_and_every_example_once():
 
 
 def test_example_longer_than_budget_gets_its_own_batch():
-    batches = token_batches([5, 100, 6], [5, 90, 6], max_tokens=50)
+    batches = [b.tolist() for b in plan_batches(np.array([5, 100, 6]), np.array([5, 90, 6]), 50)]
     assert [1] in batches and sorted(i for b in batches for i in b) == [0, 1, 2]
+
+
+def greedy_batches(src, tgt, max_tokens):
+    """The plain loop the vectorised planner must agree with, example by example."""
+    order = sorted(range(len(src)), key=lambda i: (tgt[i], src[i]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        length = max(src[i], tgt[i])
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    return batches + ([current] if current else [])
+
+
+def test_vectorised_plan_equals_the_greedy_loop():
+    rng = np.random.default_rng(0)
+    for n, high, budget in ((1, 5, 8), (500, 40, 256), (3000, 120, 1024), (200, 300, 100)):
+        src, tgt = rng.integers(1, high, n), rng.integers(1, high, n)
+        planned = [b.tolist() for b in plan_batches(src, tgt, budget)]
+        assert planned == greedy_batches(src.tolist(), tgt.tolist(), budget)
+
+
+def test_batches_collated_from_flat_ids_equal_batches_of_sequences():
+    rng = np.random.default_rng(1)
+    seqs = [rng.integers(4, 50, rng.integers(1, 9)).astype(np.int32) for _ in range(40)]
+    tokens = np.concatenate(seqs).astype(np.uint16)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])])
+    ids = Ids(tokens, offsets)
+    rows = np.array([3, 17, 0, 39, 8])
+    with_eos = [np.append(seqs[i], EOS) for i in rows]
+    reversed_eos = [np.append(seqs[i][::-1], EOS) for i in rows]
+    expected = collate(with_eos, reversed_eos)
+    flipped = Ids(np.concatenate([s[::-1] for s in seqs]).astype(np.uint16), offsets)
+    got = collate_padded(ids.padded(rows), flipped.padded(rows))
+    for name in ("src", "tgt_in", "tgt_out", "src_mask"):
+        assert torch.equal(getattr(got, name), getattr(expected, name)), name
+    assert got.n_tokens == expected.n_tokens
 
 
 def test_batches_are_length_sorted_and_shuffled_per_epoch():

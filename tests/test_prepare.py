@@ -4,9 +4,10 @@ import pandas as pd
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
+from translator.data.clean import clean_chunk, first_occurrences
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
-from translator.data.prepare import clean, prepare
+from translator.data.prepare import prepare
 from translator.errors import UserError
 
 
@@ -28,12 +29,15 @@ def test_clean_counts_each_dropped_pair_once(tmp_path):
         },
         dtype=str,
     )
-    pairs, counts = clean(raw, config)
-    assert pairs.to_records(index=False).tolist() == [("Hi.", "嗨。"), ("Ok.", "好。")]
+    cleaned = clean_chunk(raw, config)
+    counts = cleaned.counts
     assert counts["empty"] == 2
     assert counts["too_long"] == 1
     assert counts["bad_length_ratio"] == 1  # 26 English characters for 2 Chinese ones
-    assert counts["duplicates"] == 2  # the third "Hi." is a duplicate once whitespace is collapsed
+    keep = first_occurrences(cleaned.pair_key)
+    pairs = cleaned.pairs[keep]
+    assert pairs.to_records(index=False).tolist() == [("Hi.", "嗨。"), ("Ok.", "好。")]
+    assert (~keep).sum() == 2  # the third "Hi." is a duplicate once whitespace is collapsed
 
 
 def test_prepare_writes_splits_tokenizers_and_stats(tmp_path):

@@ -108,16 +108,21 @@ def prepare(
         str | None, typer.Option("--format", help="auto, tatoeba, anki or jsonl.")
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Processes (data.workers; 0: every core).")
+    ] = None,
     set_: SetOpt = None,
 ):
-    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers.
+    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers; encode
+    the splits.
 
     With --input and no --out, the output goes to data/prepared/<input name>, never over
     the config's data.dir."""
     from translator.data.prepare import output_dir_for
     from translator.data.prepare import prepare as run_prepare
 
-    cfg = config_module.load(config, set_ or [])
+    overrides = [*(set_ or []), *([] if workers is None else [f"data.workers={workers}"])]
+    cfg = config_module.load(config, overrides)
     configured_dir = cfg.data.dir
     _setup_process()
     inputs = [str(p) for p in input] if input else None
@@ -141,7 +146,11 @@ def prepare(
         f"{s['pairs']:,} pairs in {s['groups']:,} groups sharing no sentence (largest "
         f"{s['largest_group']:,}) → {splits}"
     )
-    typer.echo(f"wrote splits, spm.en.model, spm.zh.model and stats.json to {result.dir}")
+    typer.echo(f"wrote splits, spm.en.model, spm.zh.model, ids and stats.json to {result.dir}")
+    stages = ", ".join(f"{name} {sec:.1f} s" for name, sec in result.seconds.items())
+    total = sum(result.seconds.values())
+    readers = f"{result.workers} process{'es' if result.workers > 1 else ''}"
+    typer.echo(f"took {total:.1f} s: {stages} (read by {readers})")
     if cfg.data.dir != configured_dir:
         typer.echo(f"to train on it: translator train -c {config} --set data.dir='{out}'")
 

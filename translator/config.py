@@ -36,6 +36,8 @@ class DataConfig:
     src_vocab_size: int = 8000  # raised, with a warning, if the corpus has more characters
     tgt_vocab_size: int = 8000
     byte_fallback: bool = True  # rare Chinese characters as UTF-8 bytes instead of <unk>
+    tokenizer_sentences: int = 1_000_000  # SentencePiece trains on a random sample this large
+    workers: int = 0  # processes for prepare (and threads for encoding); 0: every core
 
 
 @dataclass
@@ -161,10 +163,13 @@ def validate(config: Config) -> None:
         "decode.beam": config.decode.beam,
         "data.src_vocab_size": config.data.src_vocab_size,
         "data.tgt_vocab_size": config.data.tgt_vocab_size,
+        "data.tokenizer_sentences": config.data.tokenizer_sentences,
     }
     for key, value in positive.items():
         if value <= 0:
             raise UserError(f"config key '{key}' must be positive, got {value}")
+    if config.data.workers < 0:
+        raise UserError("config key 'data.workers' must be >= 0 (0: every core)")
     if config.decode.length_penalty < 0:
         raise UserError("config key 'decode.length_penalty' must be >= 0")
     if not 0 <= m.dropout < 1:

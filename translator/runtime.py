@@ -1,8 +1,10 @@
-"""Process-wide settings that make PyTorch faster on the CPU, applied by the CLI."""
+"""Process-wide runtime settings: how many workers to use, and what makes PyTorch faster on
+the CPU (applied by the CLI)."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
@@ -19,3 +21,8 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, 1 << 30) and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def worker_count(setting: int) -> int:
+    """Workers for a `workers` setting: 0 means one per core."""
+    return setting if setting > 0 else os.cpu_count() or 1

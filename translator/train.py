@@ -89,6 +89,7 @@ class Trainer:
         self.cfg = config.train
         self.device = device
         self.progress = progress
+        self.created = time.perf_counter()
         self.run_dir = Path(self.cfg.run_dir)
         self.ckpt_dir = checkpoint.checkpoint_dir(self.run_dir)
         torch.manual_seed(self.cfg.seed)
@@ -119,8 +120,6 @@ class Trainer:
         self.autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
         )
-        if device.type == "cuda":
-            self.data.train = [b.pin_memory() for b in self.data.train]
 
     # ---- checkpoints -------------------------------------------------------------------
     def payload(self) -> dict:
@@ -214,6 +213,8 @@ class Trainer:
         """One pass over the shuffled batches, cut short at `deadline` (time.monotonic)."""
         self.model.train()
         batches = shuffled(self.data.train, self.cfg.seed, self.state.epoch)
+        total = len(self.data.train)
+        pin = self.device.type == "cuda"
         total_loss = torch.zeros((), device=self.device)  # summed on the device: no sync per step
         total_tokens = logged_tokens = 0
         logged_loss = 0.0
@@ -221,6 +222,7 @@ class Trainer:
         start = time.perf_counter()
         bar = tqdm(
             batches,
+            total=total,
             desc=f"epoch {self.state.epoch + 1}",
             unit="batch",
             leave=False,
@@ -228,10 +230,13 @@ class Trainer:
             dynamic_ncols=True,
         )
         for i, batch in enumerate(bar, start=1):
+            batch = batch.pin_memory() if pin else batch
             total_loss += self.train_step(batch.to(self.device, non_blocking=True))
             total_tokens += batch.n_tokens
+            if self.state.step == 1:
+                self.log_startup()
             out_of_time = time.monotonic() > deadline
-            if i % self.cfg.log_every == 0 or i == len(batches) or out_of_time:
+            if i % self.cfg.log_every == 0 or i == total or out_of_time:
                 seen = total_loss.item()  # the one host-device sync, every log_every steps
                 self.check_finite(seen)
                 bar.set_postfix(
@@ -249,6 +254,12 @@ class Trainer:
             time.perf_counter() - start,
             out_of_time,
         )
+
+    def log_startup(self) -> None:
+        """The time from creating the trainer (loading data, building the model) to the end
+        of the first update: what a user waits before training really starts."""
+        seconds = time.perf_counter() - self.created
+        log.info("first update done %.1f s after start-up began", seconds)
 
     @torch.no_grad()
     def validate(self) -> tuple[float, float, list[str]]:

@@ -1,34 +1,50 @@
-"""`translator prepare`: raw corpus files → normalised, filtered, deduplicated, split pairs
-and one SentencePiece model per language, all written into `data.dir`.
+"""`translator prepare`: raw corpus files → normalised, filtered, deduplicated, split pairs,
+one SentencePiece model per language, and the splits encoded as id arrays, all written
+into `data.dir`.
 
-    read (readers) → normalise → drop empty → drop too long / bad length ratio
-      → drop exact duplicates → split by connected groups (split.py) → write
-      → train tokenizers
+    read in blocks → normalise, filter, key (worker processes; scan.py)
+      → drop exact duplicates and split by connected groups, on 64-bit keys (split.py)
+      → write the splits in the split's order (reorder.py) → train tokenizers on a sample
+      → encode the splits (ids.py) → stats.json
+
+Memory holds a few blocks of text and a few integers per pair, never the corpus: 5 million
+pairs prepare within 2 GB (README, Performance). The output depends on the inputs, the
+config and the seed only, not on the number of workers.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 
 from translator.config import DataConfig
-from translator.data.layout import LANGS, SPLITS, split_file, stats_file
-from translator.data.lines import write_lines
-from translator.data.normalize import has_traditional, normalize_en, to_simplified
-from translator.data.readers import ReadStats, check_input, detect_format, read_pairs
-from translator.data.split import held_out_cap, split_pairs
-from translator.data.tokenizer import train_tokenizer
+from translator.data.clean import first_occurrences
+from translator.data.ids import encode_splits, meta_file
+from translator.data.layout import SPLITS, split_file, stats_file
+from translator.data.readers import check_format
+from translator.data.reorder import write_splits
+from translator.data.scan import Scan, scan
+from translator.data.split import SplitPlan, held_out_cap, plan_split
+from translator.data.tokenizer import Sample, train_tokenizer
 from translator.errors import UserError
+from translator.runtime import worker_count
 
 
 @dataclass
 class Prepared:
     dir: Path
     stats: dict
+    seconds: dict[str, float]  # per stage (not in stats.json, which depends on the data only)
+    workers: int  # processes that read the input
 
 
 def output_dir_for(inputs: list[str]) -> Path:
@@ -38,57 +54,80 @@ def output_dir_for(inputs: list[str]) -> Path:
     return Path("data/prepared") / (name if len(inputs) == 1 else f"{name}+{len(inputs) - 1}")
 
 
-def read_inputs(paths: list[Path], fmt: str) -> tuple[pd.DataFrame, ReadStats, list[dict]]:
-    """Every input's raw pairs, the read statistics, and a summary per input."""
-    for path in paths:
-        check_input(path)
-    read = ReadStats()
-    frames, per_input = [], []
-    for path in paths:
-        before = (read.rows, read.malformed)
-        file_format = detect_format(path) if fmt == "auto" else fmt
-        frames.extend(read_pairs(path, file_format, read))
-        per_input.append(
-            {
-                "path": str(path),
-                "format": file_format,
-                "rows": read.rows - before[0],
-                "malformed": read.malformed - before[1],
-            }
-        )
-    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["en", "zh"])
-    return pairs.astype(str), read, per_input
-
-
 def prepare(
     config: DataConfig, inputs: list[str] | None = None, fmt: str | None = None
 ) -> Prepared:
     paths = [Path(p) for p in (inputs or config.inputs)]
     if not paths:
         raise UserError("no input files: pass --input or set data.inputs in the config")
-    raw, read, per_input = read_inputs(paths, fmt or config.format)
-    pairs, counts = clean(raw, config)
-    if pairs.empty:
-        raise UserError(
-            f"no usable pair in {', '.join(map(str, paths))} "
-            f"({read.rows} rows read, {read.malformed} malformed)"
-        )
-    split = split_pairs(pairs["en"], pairs["zh"], config.valid_size, config.test_size, config.seed)
-    pairs = pairs.loc[split.names.index].assign(split=split.names)
-
+    sources = [(path, check_format(path, fmt or config.format)) for path in paths]
     out = Path(config.dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in SPLITS:
-        part = pairs[pairs["split"] == name]
-        for lang in LANGS:
-            write_lines(split_file(out, name, lang), part[lang].tolist())
-    vocab = {
+    for stale in [stats_file(out), meta_file(out), *out.glob(".prepare-*")]:
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
+    seconds: dict[str, float] = {}
+    try:
+        stats, workers = _prepare(config, sources, out, work, seconds)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    stats_file(out).write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+    return Prepared(out, stats, seconds, workers)
+
+
+def _prepare(
+    config: DataConfig, sources: list[tuple[Path, str]], out: Path, work: Path, seconds: dict
+) -> tuple[dict, int]:
+    """The stats, and the number of processes that read the input."""
+    workers = worker_count(config.workers)
+    with _stage(seconds, "read"):
+        scanned = scan(sources, config, work)
+    keep = first_occurrences(scanned.pair_key)
+    if not keep.any():
+        read = scanned.read
+        raise UserError(
+            f"no usable pair in {', '.join(str(p) for p, _ in sources)} "
+            f"({read.rows} rows read, {read.malformed} malformed)"
+        )
+    with _stage(seconds, "split"):
+        plan = plan_split(
+            scanned.en_key[keep],
+            scanned.zh_key[keep],
+            config.valid_size,
+            config.test_size,
+            config.seed,
+        )
+    with _stage(seconds, "write"):
+        write_splits(scanned.block_files, keep, plan, out, work)
+    with _stage(seconds, "tokenizers"):
+        vocab = _train_tokenizers(config, out, workers)
+    with _stage(seconds, "encode"):
+        tokens = encode_splits(out, workers)
+    stats = _stats(config, scanned, keep, plan) | {
+        "vocab_size": vocab,
+        "byte_fallback": config.byte_fallback,
+        "tokens": tokens,
+    }
+    return stats, scanned.workers
+
+
+@contextmanager
+def _stage(seconds: dict[str, float], name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    seconds[name] = time.perf_counter() - start
+
+
+def _train_tokenizers(config: DataConfig, out: Path, workers: int) -> dict[str, int]:
+    sample = Sample(config.tokenizer_sentences, config.seed, workers)
+    return {
         "en": train_tokenizer(
             split_file(out, "train", "en"),
             out / "spm.en",
             config.src_vocab_size,
             1.0,
             "data.src_vocab_size",
+            sample=sample,
         ),
         "zh": train_tokenizer(
             split_file(out, "train", "zh"),
@@ -97,61 +136,37 @@ def prepare(
             0.9995,
             "data.tgt_vocab_size",
             byte_fallback=config.byte_fallback,
+            sample=sample,
         ),
     }
-    stats = {
-        "inputs": per_input,
+
+
+def _stats(config: DataConfig, scanned: Scan, keep: np.ndarray, plan: SplitPlan) -> dict:
+    read, counts = scanned.read, scanned.counts
+    en_hash = scanned.en_hash[keep]
+    return {
+        "inputs": scanned.per_input,
         "rows_read": read.rows,
         "headers": read.headers,
         "malformed": read.malformed,
         "malformed_by_kind": dict(sorted(read.kinds.items())),
         "malformed_examples": [str(m) for m in read.examples],
-        **counts,
-        "pairs": len(pairs),
-        "groups": split.groups,
-        "largest_group": split.largest_group,
-        "groups_too_large_for_held_out": split.kept_in_train,
+        "traditional_converted": counts["traditional_converted"],
+        "empty": counts["empty"],
+        "too_long": counts["too_long"],
+        "bad_length_ratio": counts["bad_length_ratio"],
+        "filtered": counts["too_long"] + counts["bad_length_ratio"],
+        "duplicates": int((~keep).sum()),
+        "pairs": int(keep.sum()),
+        "groups": plan.groups,
+        "largest_group": plan.largest_group,
+        "groups_too_large_for_held_out": plan.kept_in_train,
         "held_out_group_limit": {
             "valid": held_out_cap(config.valid_size),
             "test": held_out_cap(config.test_size),
         },
-        "splits": {s: int((pairs["split"] == s).sum()) for s in SPLITS},
+        "splits": {s: int((plan.split == i).sum()) for i, s in enumerate(SPLITS)},
         "english_sentences": {
-            s: int(pairs.loc[pairs["split"] == s, "en"].nunique()) for s in SPLITS
+            s: len(np.unique(en_hash[plan.split == i])) for i, s in enumerate(SPLITS)
         },
-        "vocab_size": vocab,
-        "byte_fallback": config.byte_fallback,
     }
-    stats_file(out).write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
-    return Prepared(out, stats)
-
-
-def clean(pairs: pd.DataFrame, config: DataConfig) -> tuple[pd.DataFrame, dict]:
-    """Normalise, then drop empty sides, over-long pairs, implausible length ratios and
-    exact duplicates. Each dropped pair is counted under the first reason that applies."""
-    zh = pairs["zh"].map(normalize_en)  # the same steps as English first
-    traditional = zh.map(has_traditional).astype(bool)
-    simplified = zh[traditional].map(to_simplified)
-    converted = int((simplified != zh[traditional]).sum())
-    zh[traditional] = simplified
-    pairs = pd.DataFrame({"en": pairs["en"].map(normalize_en), "zh": zh}, dtype=str)
-
-    empty = (pairs["en"] == "") | (pairs["zh"] == "")
-    pairs = pairs[~empty]
-    en_len, zh_len = pairs["en"].str.len(), pairs["zh"].str.len()
-    too_long = (en_len > config.max_chars) | (zh_len > config.max_chars)
-    ratio = en_len / zh_len
-    bad_ratio = ~too_long & ((ratio < config.min_length_ratio) | (ratio > config.max_length_ratio))
-    pairs = pairs[~(too_long | bad_ratio)]
-    pair_hash = pd.util.hash_pandas_object(pairs[["en", "zh"]], index=False)
-    duplicate = pair_hash.duplicated()  # 64-bit hashes of both sides, not the strings
-    pairs = pairs[~duplicate.to_numpy()].reset_index(drop=True)
-    counts = {
-        "traditional_converted": converted,
-        "empty": int(empty.sum()),
-        "too_long": int(too_long.sum()),
-        "bad_length_ratio": int(bad_ratio.sum()),
-        "filtered": int(too_long.sum() + bad_ratio.sum()),
-        "duplicates": int(duplicate.sum()),
-    }
-    return pairs, counts

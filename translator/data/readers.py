@@ -75,8 +75,20 @@ class ReadStats:
             return
         self.malformed += len(lines)
         self.kinds[kind] += len(lines)
-        files = list(dict.fromkeys([m.path for m in self.examples] + [str(path)]))
-        self.examples += [Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]]
+        examples = [Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]]
+        self._keep_first(examples)
+
+    def merge(self, other: ReadStats) -> None:
+        """Add the counts of a later part of the read (a later block or file)."""
+        self.rows += other.rows
+        self.malformed += other.malformed
+        self.headers += other.headers
+        self.kinds.update(other.kinds)
+        self._keep_first(other.examples)
+
+    def _keep_first(self, examples: list[Malformed]) -> None:
+        files = list(dict.fromkeys([m.path for m in self.examples + examples]))
+        self.examples += examples
         self.examples.sort(key=lambda m: (files.index(m.path), m.line))
         del self.examples[MAX_EXAMPLES:]
 
@@ -140,39 +152,61 @@ def detect_format(path: Path) -> str:
 def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]:
     """Yield DataFrames with string columns `en` and `zh`, raw (not yet normalised), indexed
     by line number."""
+    fmt = check_format(path, fmt)
+    for block in blocks(path):
+        pairs, block_stats = parse_block(path, fmt, block)
+        stats.merge(block_stats)
+        yield pairs
+
+
+def check_format(path: Path, fmt: str) -> str:
+    """The format to read `path` in (`auto` detected), after checking the file can be read."""
     check_input(path)
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
-    at_start = True
-    for lines in _blocks(path):
-        lines = lines[lines.str.strip() != ""]  # blank lines are ignored
-        stats.rows += len(lines)
-        if at_start and len(lines):
-            at_start = False
-            if fmt != "jsonl" and _is_header(lines.iloc[0], fmt):
-                stats.headers += 1
-                lines = lines.iloc[1:]
-        undecodable = lines.str.contains("\ufffd", regex=False)
-        stats.skip(path, lines.index[undecodable], "undecodable", "undecodable bytes (not UTF-8)")
-        lines = lines[~undecodable]
-        if fmt == "jsonl":
-            pairs = _parse_json(path, lines, stats)
-        else:
-            pairs = _parse_table(path, lines, _TABLES[fmt], stats)
-        control = pairs["en"].str.contains(CONTROL) | pairs["zh"].str.contains(CONTROL)
-        stats.skip(path, pairs.index[control], "control characters", "control characters")
-        yield pairs[~control]
+    return fmt
 
 
-def _blocks(path: Path) -> Iterator[pd.Series]:
-    """The lines of the file, indexed by line number, a block of whole lines at a time."""
+@dataclass
+class Block:
+    """Whole lines of a file: its bytes and the 1-based number of its first line."""
+
+    first_line: int
+    data: bytes
+    at_start: bool  # the file's first block, where a header row may be
+
+
+def parse_block(path: Path, fmt: str, block: Block) -> tuple[pd.DataFrame, ReadStats]:
+    """The raw pairs of one block, indexed by line number, and what was skipped in it.
+    A pure function of its arguments, so blocks can be parsed in any process."""
+    stats = ReadStats()
+    lines = _lines(block)
+    lines = lines[lines.str.strip() != ""]  # blank lines are ignored
+    stats.rows += len(lines)
+    if block.at_start and len(lines) and fmt != "jsonl" and _is_header(lines.iloc[0], fmt):
+        stats.headers += 1
+        lines = lines.iloc[1:]
+    undecodable = lines.str.contains("\ufffd", regex=False)
+    stats.skip(path, lines.index[undecodable], "undecodable", "undecodable bytes (not UTF-8)")
+    lines = lines[~undecodable]
+    if fmt == "jsonl":
+        pairs = _parse_json(path, lines, stats)
+    else:
+        pairs = _parse_table(path, lines, _TABLES[fmt], stats)
+    control = pairs["en"].str.contains(CONTROL) | pairs["zh"].str.contains(CONTROL)
+    stats.skip(path, pairs.index[control], "control characters", "control characters")
+    return pairs[~control], stats
+
+
+def blocks(path: Path) -> Iterator[Block]:
+    """The file in blocks of about BLOCK_BYTES, each cut after a newline."""
     line_number = 1
     with path.open("rb") as f:
         rest = b""
         while True:
-            data = f.read(BLOCK_BYTES)
+            data = f.read(BLOCK_BYTES)  # read at each call, so tests can make blocks small
             rest += data
             cut = rest.rfind(b"\n") + 1 if data else len(rest)
             if cut == 0 and data:
@@ -180,14 +214,19 @@ def _blocks(path: Path) -> Iterator[pd.Series]:
             block, rest = rest[:cut], rest[cut:]
             if not block:
                 return
-            text = block.decode("utf-8", errors="replace").replace("\r\n", "\n")
-            text = text.replace("\ufeff", "")  # byte-order marks, also mid-file
-            lines = text.split("\n")
-            if text.endswith("\n"):
-                lines.pop()
-            index = pd.RangeIndex(line_number, line_number + len(lines))
-            yield pd.Series(lines, index=index, dtype=object)
-            line_number += len(lines)
+            yield Block(line_number, block, line_number == 1)
+            line_number += block.count(b"\n") + (not block.endswith(b"\n"))
+
+
+def _lines(block: Block) -> pd.Series:
+    """The block's lines, decoded, indexed by line number."""
+    text = block.data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    text = text.replace("\ufeff", "")  # byte-order marks, also mid-file
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    index = pd.RangeIndex(block.first_line, block.first_line + len(lines))
+    return pd.Series(lines, index=index, dtype=object)
 
 
 def _is_header(line: str, fmt: str) -> bool:

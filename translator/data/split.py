@@ -98,40 +98,57 @@ class Split:
     kept_in_train: int  # groups too large for any held-out split
 
 
+@dataclass
+class SplitPlan:
+    split: np.ndarray  # int8 per pair: its index in SPLIT_NAMES
+    order: np.ndarray  # pair indices in the order the files are written
+    groups: int
+    largest_group: int
+    kept_in_train: int
+
+
 def split_pairs(en: pd.Series, zh: pd.Series, valid_size: int, test_size: int, seed: int) -> Split:
-    """Assign each pair to train/valid/test by whole groups (see the module docstring).
-    Groups are taken in seeded order: test until it holds at least `test_size` pairs, then
-    valid likewise; the rest is train. The returned names are ordered group by group in that
-    order (rows of a group together, in input order), so the files come out shuffled."""
-    if valid_size + test_size >= len(en):
+    """`plan_split` on the keys of the sentences, as split names indexed like `en`."""
+    plan = plan_split(sentence_keys(en), sentence_keys(zh), valid_size, test_size, seed)
+    names = np.array(SPLIT_NAMES, dtype=object)[plan.split[plan.order]]
+    result = pd.Series(names, index=en.index[plan.order])
+    return Split(result, plan.groups, plan.largest_group, plan.kept_in_train)
+
+
+def plan_split(
+    en_keys: np.ndarray, zh_keys: np.ndarray, valid_size: int, test_size: int, seed: int
+) -> SplitPlan:
+    """Assign each pair to train/valid/test by whole groups (see the module docstring), from
+    the sentence keys of its two sides. Groups are taken in seeded order: test until it holds
+    at least `test_size` pairs, then valid likewise; the rest is train. The order is group by
+    group in that order (rows of a group together, in input order), so the files come out
+    shuffled."""
+    if valid_size + test_size >= len(en_keys):
         raise UserError(
-            f"only {len(en)} usable pairs: data.valid_size ({valid_size}) + data.test_size "
-            f"({test_size}) leaves nothing to train on"
+            f"only {len(en_keys)} usable pairs: data.valid_size ({valid_size}) + "
+            f"data.test_size ({test_size}) leaves nothing to train on"
         )
-    en_keys = sentence_keys(en)
-    label = connected_groups(en_keys, sentence_keys(zh))
+    label = connected_groups(en_keys, zh_keys)
     groups, group_of = np.unique(label, return_inverse=True)
+    del label
     sizes = np.bincount(group_of)
     content = np.full(len(groups), np.iinfo(np.uint64).max, dtype=np.uint64)
     np.minimum.at(content, group_of, en_keys)  # a group's identity: its smallest key
     order = np.argsort(_mix(content, seed), kind="stable")
 
-    names = np.full(len(groups), "train", dtype=object)
-    taken = np.zeros(len(groups), dtype=bool)
+    names = np.zeros(len(groups), dtype=np.int8)  # train
     caps = {"test": held_out_cap(test_size), "valid": held_out_cap(valid_size)}
     for name, size in (("test", test_size), ("valid", valid_size)):
-        candidate = (sizes[order] <= caps[name]) & ~taken[order]
+        candidate = (sizes[order] <= caps[name]) & (names[order] == 0)
         counted = np.where(candidate, sizes[order], 0)
         chosen = candidate & (np.cumsum(counted) - counted < size)
-        names[order[chosen]] = name
-        taken[order[chosen]] = True
+        names[order[chosen]] = SPLIT_NAMES.index(name)
 
     rank = np.empty(len(groups), dtype=np.int64)
     rank[order] = np.arange(len(groups))
-    rows = np.lexsort((np.arange(len(en)), rank[group_of]))
-    result = pd.Series(names[group_of], index=en.index).iloc[rows]
+    rows = np.lexsort((np.arange(len(en_keys)), rank[group_of]))
     too_large = int((sizes > max(caps.values())).sum())
-    return Split(result, len(groups), int(sizes.max()), too_large)
+    return SplitPlan(names[group_of], rows, len(groups), int(sizes.max()), too_large)
 
 
 def held_out_cap(size: int) -> int:

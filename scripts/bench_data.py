@@ -1,0 +1,150 @@
+"""How `prepare` and the start of `train` scale with the corpus: one table.
+
+    python scripts/bench_data.py                       # 100k, 1M and 5M pairs
+    python scripts/bench_data.py --sizes 20000 100000  # a quick look
+
+For each size, a corpus is written with scripts/make_corpus.py (not timed), then:
+- `translator prepare` on it: wall time, input pairs per second, and the peak resident
+  memory of the whole process tree (the command and its worker processes, summed at each
+  moment: /proc is polled every 20 ms), and the size of the prepared directory;
+- `translator train` on the prepared directory: the time from launching the command to the
+  end of its first optimiser update (the log line the trainer writes then), and the tree's
+  peak resident memory up to that moment; the median of --repeats launches.
+
+The stage times `prepare` logs are kept in WORK/prepare-N.log. Linux only (reads /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
+FIRST_UPDATE = "first update done"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of `root` and all its descendants, now."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry}/statm", "rb") as f:
+                rss[int(entry)] = int(f.read().split()[1]) * PAGE
+        except (OSError, IndexError):
+            continue  # the process ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+def watch(command: list[str], log: Path, until: str | None = None) -> tuple[float, int]:
+    """Run `command` (stderr and stdout to `log`), polling its tree's memory. Returns the
+    seconds until it exits, or until a line containing `until` appears (then it is
+    stopped), and the peak resident bytes over that time."""
+    start = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+        )
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc.pid))
+            if until and until in log.read_text(errors="replace"):
+                seconds = time.perf_counter() - start
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return seconds, peak
+            time.sleep(0.02)
+        seconds = time.perf_counter() - start
+    if proc.returncode or until:
+        sys.exit(f"error: {' '.join(command)} failed (exit {proc.returncode}); see {log}")
+    return seconds, peak
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def bench(size: int, args: argparse.Namespace) -> dict:
+    corpus = args.work / f"corpus-{size}.tsv"
+    if not corpus.exists():
+        make = [sys.executable, "scripts/make_corpus.py", str(size), str(corpus)]
+        make += ["--source", str(args.source)]
+        subprocess.run(make, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    prepared = args.work / f"prepared-{size}"
+    translator = [sys.executable, "-m", "translator"]
+    prepare = [*translator, "prepare", "-c", str(args.config), "--input", str(corpus)]
+    prepare += ["--out", str(prepared)]
+    seconds, peak = watch(prepare, args.work / f"prepare-{size}.log")
+    row = {
+        "pairs": size,
+        "prepare_s": seconds,
+        "pairs_per_s": size / seconds,
+        "prepare_peak_mb": peak / 2**20,
+        "prepared_mb": directory_bytes(prepared) / 2**20,
+    }
+    train = [*translator, "train", "-c", str(args.config), "--overwrite"]
+    train += ["--set", f"data.dir={prepared}", "--set", f"train.run_dir={args.work}/run-{size}"]
+    starts = [
+        watch(train, args.work / f"train-{size}.log", until=FIRST_UPDATE)
+        for _ in range(args.repeats)
+    ]
+    row["first_update_s"] = statistics.median(s for s, _ in starts)
+    row["train_peak_mb"] = statistics.median(p for _, p in starts) / 2**20
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| pairs | prepare | pairs/s | prepare peak RSS (all processes) | prepared dir "
+        "| train start → first update | train peak RSS to then |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['pairs']:,} | {r['prepare_s']:.1f} s | {r['pairs_per_s']:,.0f} "
+            f"| {r['prepare_peak_mb']:,.0f} MB | {r['prepared_mb']:,.0f} MB "
+            f"| {r['first_update_s']:.1f} s | {r['train_peak_mb']:,.0f} MB |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 5_000_000])
+    parser.add_argument("-c", "--config", type=Path, default=Path("configs/tatoeba-cpu.toml"))
+    parser.add_argument("--source", type=Path, default=TATOEBA, help="sentences to recombine")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/translator-bench-data"))
+    parser.add_argument("--repeats", type=int, default=3, help="train launches per size")
+    args = parser.parse_args()
+    if not args.source.is_file():
+        sys.exit(f"error: source corpus not found: {args.source} (pass --source)")
+    args.config, args.work = args.config.resolve(), args.work.resolve()
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for size in args.sizes:
+        rows.append(bench(size, args))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    print(f"\n{os.cpu_count()} CPU cores; config {args.config.relative_to(ROOT)}\n")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Each split encoded once into flat arrays of piece ids, read back memory-mapped.
+
+    {split}.{lang}.ids.bin       every sentence's piece ids, one after another (no EOS),
+                                 uint16 when the vocabulary fits, else uint32
+    {split}.{lang}.offsets.npy   int64, one more than the sentences: sentence i is
+                                 ids[offsets[i]:offsets[i + 1]]
+    ids.json                     dtype, and a SHA-256 of each tokenizer the ids came from
+
+`prepare` writes them after training the tokenizers. `train` opens them with np.memmap, so
+start-up reads no token and memory holds only the pages a batch touches; if they are
+missing or were made by other tokenizers (a prepared directory from an older version, or
+tokenizers replaced by hand), `train` encodes the splits first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain, islice
+from pathlib import Path
+
+import numpy as np
+
+from translator.data.layout import LANGS, SPLITS, split_file, tokenizer_file
+from translator.data.tokenizer import EOS, PAD, load_tokenizer
+
+CHUNK_LINES = 200_000
+
+
+@dataclass
+class Ids:
+    """One split side: sentence i is tokens[offsets[i]:offsets[i + 1]]."""
+
+    tokens: np.ndarray  # memory-mapped
+    offsets: np.ndarray  # memory-mapped
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def padded(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), longest + 1) array: each sentence's ids, then EOS, then PAD."""
+        start = np.asarray(self.offsets[rows])
+        length = np.asarray(self.offsets[rows + 1]) - start
+        column = np.arange(int(length.max(initial=0)) + 1)
+        inside = column < length[:, None]
+        where = np.minimum(start[:, None] + column, max(len(self.tokens) - 1, 0))
+        out = np.where(inside, self.tokens[where] if len(self.tokens) else PAD, PAD)
+        out[np.arange(len(rows)), length] = EOS
+        return out
+
+
+def ids_file(data_dir: Path | str, split: str, lang: str) -> Path:
+    return Path(data_dir) / f"{split}.{lang}.ids.bin"
+
+
+def offsets_file(data_dir: Path | str, split: str, lang: str) -> Path:
+    return Path(data_dir) / f"{split}.{lang}.offsets.npy"
+
+
+def meta_file(data_dir: Path | str) -> Path:
+    return Path(data_dir) / "ids.json"
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+
+
+def tokenizer_digests(data_dir: Path | str) -> dict[str, str]:
+    return {
+        lang: hashlib.sha256(tokenizer_file(data_dir, lang).read_bytes()).hexdigest()
+        for lang in LANGS
+    }
+
+
+def up_to_date(data_dir: Path | str) -> bool:
+    """Whether the ids on disk were encoded with the tokenizers now in `data_dir`."""
+    try:
+        meta = json.loads(meta_file(data_dir).read_text())
+    except (OSError, ValueError):
+        return False
+    present = all(
+        ids_file(data_dir, s, lang).is_file() and offsets_file(data_dir, s, lang).is_file()
+        for s in SPLITS
+        for lang in LANGS
+    )
+    return present and meta.get("tokenizers") == tokenizer_digests(data_dir)
+
+
+def encode_splits(data_dir: Path | str, threads: int) -> dict[str, dict[str, int]]:
+    """Encode every split with the tokenizers in `data_dir`; returns tokens per split and
+    language. ids.json is written last, so an interrupted run is encoded again next time."""
+    meta_file(data_dir).unlink(missing_ok=True)
+    tokens: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
+    dtypes = {}
+    for lang in LANGS:
+        tokenizer = load_tokenizer(tokenizer_file(data_dir, lang))
+        dtypes[lang] = ids_dtype(tokenizer.get_piece_size())
+        for split in SPLITS:
+            tokens[split][lang] = _encode_file(
+                tokenizer, dtypes[lang], threads, data_dir, split, lang
+            )
+    meta = {
+        "dtype": {lang: dtypes[lang].name for lang in LANGS},
+        "tokenizers": tokenizer_digests(data_dir),
+        "tokens": tokens,
+    }
+    meta_file(data_dir).write_text(json.dumps(meta, indent=2) + "\n")
+    return tokens
+
+
+def _encode_file(tokenizer, dtype: np.dtype, threads: int, data_dir, split: str, lang: str) -> int:
+    lengths = [np.zeros(1, dtype=np.int64)]
+    target = ids_file(data_dir, split, lang)
+    partial = target.with_name(target.name + ".partial")
+    with partial.open("wb") as out:
+        for lines in _chunks(split_file(data_dir, split, lang)):
+            ids = tokenizer.encode(lines, num_threads=threads)
+            sizes = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(sizes.sum()))
+            out.write(flat.tobytes())
+            lengths.append(sizes)
+    offsets = np.cumsum(np.concatenate(lengths))
+    np.save(offsets_file(data_dir, split, lang), offsets)
+    os.replace(partial, target)
+    return int(offsets[-1])
+
+
+def _chunks(path: Path) -> Iterator[list[str]]:
+    """The file's lines (split on "\\n" only, as translator.data.lines does), in chunks."""
+    with path.open(encoding="utf-8", newline="\n") as f:
+        while chunk := list(islice(f, CHUNK_LINES)):
+            yield [line.rstrip("\n").removesuffix("\r") for line in chunk]
+
+
+def open_ids(data_dir: Path | str, split: str, lang: str) -> Ids:
+    meta = json.loads(meta_file(data_dir).read_text())
+    dtype = np.dtype(meta["dtype"][lang])
+    path = ids_file(data_dir, split, lang)
+    offsets = np.load(offsets_file(data_dir, split, lang), mmap_mode="r")
+    if path.stat().st_size == 0:  # an empty file cannot be mapped
+        return Ids(np.zeros(0, dtype=dtype), offsets)
+    return Ids(np.memmap(path, dtype=dtype, mode="r"), offsets)
