@@ -41,7 +41,8 @@ def greedy_batches(src, tgt, max_tokens):
 
 def test_vectorised_plan_equals_the_greedy_loop():
     rng = np.random.default_rng(0)
-    for n, high, budget in ((1, 5, 8), (500, 40, 256), (3000, 120, 1024), (200, 300, 100)):
+    cases = ((1, 5, 8), (500, 40, 256), (3000, 120, 1024), (200, 300, 100), (300, 70_000, 10**5))
+    for n, high, budget in cases:  # the last: lengths past 16 bits
         src, tgt = rng.integers(1, high, n), rng.integers(1, high, n)
         planned = [b.tolist() for b in plan_batches(src, tgt, budget)]
         assert planned == greedy_batches(src.tolist(), tgt.tolist(), budget)
