@@ -48,7 +48,6 @@ class BlockResult:
 @dataclass
 class Scan:
     block_files: list[Path]  # work files, without the .en/.zh suffix, in input order
-    block_rows: list[int]
     pair_key: np.ndarray  # one entry per pair in the work files, in order
     en_key: np.ndarray
     zh_key: np.ndarray
@@ -110,30 +109,31 @@ def scan(inputs: list[tuple[Path, str]], config: DataConfig, work_dir: Path) -> 
     size = sum(path.stat().st_size for path, _ in inputs)
     if size <= 2 * readers.BLOCK_BYTES:
         workers = 1  # starting processes costs more than it saves
-    out = Scan([], [], *(np.zeros(0, np.uint64) for _ in range(4)), workers=workers)
-    keys: dict[str, list[np.ndarray]] = {"pair": [], "en": [], "zh": [], "en_hash": []}
+    out = Scan([], *(np.zeros(0, np.uint64) for _ in range(4)), workers=workers)
+    keys: list[tuple[np.ndarray, ...]] = []
     bar = tqdm(total=size, desc="reading", unit="B", unit_scale=True, leave=False, disable=None)
     results = ordered_map(partial(process_block, config=config), jobs, workers)
     for i, result in enumerate(results):
         bar.update(result.size)
-        if not out.per_input or out.per_input[-1]["path"] != result.path:
-            out.per_input.append({"path": result.path, "format": result.format, "rows": 0})
-            out.per_input[-1]["malformed"] = 0
-        out.per_input[-1]["rows"] += result.read.rows
-        out.per_input[-1]["malformed"] += result.read.malformed
+        _count(out, result)
         out.block_files.append(block_file(work_dir, i))
-        out.block_rows.append(result.rows)
-        out.counts.update(result.counts)
-        out.read.merge(result.read)
-        keys["pair"].append(result.pair_key)
-        keys["en"].append(result.en_key)
-        keys["zh"].append(result.zh_key)
-        keys["en_hash"].append(result.en_hash)
+        keys.append((result.pair_key, result.en_key, result.zh_key, result.en_hash))
     bar.close()
-    out.pair_key, out.en_key, out.zh_key, out.en_hash = (
-        np.concatenate(k) if k else np.zeros(0, np.uint64) for k in keys.values()
-    )
+    if keys:
+        columns = zip(*keys, strict=True)
+        out.pair_key, out.en_key, out.zh_key, out.en_hash = map(np.concatenate, columns)
     return out
+
+
+def _count(out: Scan, result: BlockResult) -> None:
+    """Add a block's counts to the totals and to its input file's summary."""
+    if not out.per_input or out.per_input[-1]["path"] != result.path:
+        out.per_input.append({"path": result.path, "format": result.format})
+        out.per_input[-1].update(rows=0, malformed=0)
+    out.per_input[-1]["rows"] += result.read.rows
+    out.per_input[-1]["malformed"] += result.read.malformed
+    out.counts.update(result.counts)
+    out.read.merge(result.read)
 
 
 def block_file(work_dir: Path, index: int) -> Path:
