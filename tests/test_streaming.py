@@ -30,6 +30,7 @@ from translator.data.prepare import prepare
 from translator.data.readers import ReadStats, read_pairs
 from translator.data.split import split_pairs
 from translator.data.tokenizer import load_tokenizer
+from translator.errors import UserError
 
 MAKE_CORPUS = Path(__file__).resolve().parents[1] / "scripts" / "make_corpus.py"
 
@@ -178,3 +179,14 @@ def test_stale_or_missing_ids_are_encoded_again(tmp_path, corpus):
     first = read_split(directory, "train")[0][0]
     ids = data.train.src
     assert ids.tokens[ids.offsets[0] : ids.offsets[1]].tolist() == replaced.encode(first)
+
+
+def test_an_interrupted_prepare_is_not_trained_on(tmp_path, corpus):
+    config = prepared(tmp_path, corpus, workers=1)
+    (Path(config.data.dir) / "stats.json").unlink()  # what a kill before the end leaves
+    with pytest.raises(UserError, match="did not finish"):
+        load_training_data(config)
+    (Path(config.data.dir) / ".prepare-x").mkdir()  # a kill leaves its work files too
+    prepare(config.data)
+    assert not list(Path(config.data.dir).glob(".prepare-*"))
+    assert load_training_data(config).train_pairs > 0
