@@ -42,9 +42,9 @@ from translator.data.batching import (  # noqa: E402
 from translator.data.layout import read_split, tokenizer_file  # noqa: E402
 from translator.data.prepare import prepare  # noqa: E402
 from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
-from translator.inference import Translator, pick_device  # noqa: E402
+from translator.inference import Translator  # noqa: E402
 from translator.model import count_parameters, forward_flops  # noqa: E402
-from translator.runtime import keep_freed_memory  # noqa: E402
+from translator.runtime import keep_freed_memory, pick_device  # noqa: E402
 from translator.train import Trainer  # noqa: E402
 
 
@@ -79,11 +79,16 @@ def training_flops_per_token(trainer: Trainer) -> float:
 
 def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
     def run(duration: float) -> tuple[int, float]:
-        deadline, tokens, spent = time.monotonic() + duration, 0, 0.0
-        while time.monotonic() < deadline:
-            epoch = trainer.train_epoch(deadline)
-            tokens, spent = tokens + epoch.tokens, spent + epoch.seconds
-        return tokens, spent
+        budget, tokens, spent = trainer.elapsed() + duration, 0, 0.0
+        while True:
+            state = trainer.state
+            before = state.epoch_tokens, state.epoch_seconds
+            stopped = trainer.train_epoch(budget)
+            tokens += state.epoch_tokens - before[0]
+            spent += state.epoch_seconds - before[1]
+            if stopped:
+                return tokens, spent
+            state.start_next_epoch()
 
     run(warmup)
     tokens, spent = run(seconds)
@@ -157,15 +162,15 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    config = config_module.load(args.config)
-    device = pick_device(args.device)
+    config = config_module.load(args.config, values={"train.device": args.device})
+    device = pick_device(config.train.device)
     data_dir = Path(config.data.dir)
     if not tokenizer_file(data_dir, "zh").is_file():
         print(f"preparing {', '.join(config.data.inputs)} into {data_dir} ...", flush=True)
         prepare(config.data)
 
     peak, peak_name = matmul_flops(device)
-    trainer = Trainer(config, device, progress=False)
+    trainer = Trainer(config, progress=False)
     m = config.model
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
     print(f"data: {data_dir} ({trainer.data.train_pairs:,} training pairs)")

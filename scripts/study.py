@@ -24,11 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from translator import config as config_module  # noqa: E402
-from translator.checkpoint import average_last, checkpoint_dir  # noqa: E402
+from translator.checkpoint import average_last  # noqa: E402
 from translator.data.layout import tokenizer_file  # noqa: E402
 from translator.data.prepare import prepare  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 from translator.evaluate import evaluate_files  # noqa: E402
+from translator.rundir import RunDir  # noqa: E402
 from translator.runtime import keep_freed_memory  # noqa: E402
 from translator.train import train  # noqa: E402
 
@@ -125,15 +126,15 @@ def score_run(config) -> dict:
     """Score a trained variant's best checkpoint (greedy and beam 5) and the average of its
     last epochs (greedy on valid and test, beam 5 on test) from the checkpoints in its run
     directory. Every score is multi-reference but the one marked 1ref (first reference)."""
-    best = checkpoint_dir(config.train.run_dir) / "best.pt"
+    best = RunDir(config.train.run_dir).best
     averaged = average_last(config.train.run_dir, AVERAGE_LAST)
     config.decode.beam = 1
-    greedy = evaluate_files(config, best, "cpu").scores
-    greedy_averaged = evaluate_files(config, averaged, "cpu").scores
-    valid_averaged = evaluate_files(config, averaged, "cpu", split="valid").scores
+    greedy = evaluate_files(config, best).scores
+    greedy_averaged = evaluate_files(config, averaged).scores
+    valid_averaged = evaluate_files(config, averaged, split="valid").scores
     config.decode.beam = 5
-    beam = evaluate_files(config, best, "cpu").scores
-    beam_averaged = evaluate_files(config, averaged, "cpu").scores
+    beam = evaluate_files(config, best).scores
+    beam_averaged = evaluate_files(config, averaged).scores
     return {
         "test_bleu": f"{greedy.bleu:.2f}",
         "test_chrf": f"{greedy.chrf:.2f}",

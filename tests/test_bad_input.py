@@ -80,7 +80,7 @@ def test_json_lines_with_missing_keys_and_wrong_types(tmp_path):
     ]
     path = tmp_path / "corpus.jsonl"
     path.write_text("\n".join(good[:100] + bad + good[100:]) + "\n", encoding="utf-8")
-    stats = prepare(tiny_config(tmp_path).data, [str(path)]).stats
+    stats = prepare(tiny_config(tmp_path, data={"inputs": [str(path)]}).data).stats
     assert stats["malformed_by_kind"] == {
         "missing or non-string 'chinese'": 2,
         "missing or non-string 'english'": 1,

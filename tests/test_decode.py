@@ -24,9 +24,9 @@ def trained(tmp_path_factory):
     write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))
     config = tiny_config(tmp, train={"max_epochs": 25, "lr": 3e-3, "warmup_steps": 20})
     prepare(config.data)
-    trainer = Trainer(config, torch.device("cpu"), progress=False)
-    trainer.start_fresh(overwrite=False)
-    trainer.run(max_minutes=0)
+    trainer = Trainer(config, progress=False)
+    trainer.run_dir.start(config.to_dict(), resume=False, overwrite=False)
+    trainer.run()
     translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     sentences = read_split(config.data.dir, "test")[0] + read_split(config.data.dir, "valid")[0]
     return translator, translator.encode(sentences)

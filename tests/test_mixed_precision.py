@@ -6,8 +6,8 @@ from conftest import tiny_config
 
 from translator.data.batching import make_batches, padding_mask
 from translator.decode import greedy
+from translator.loss import sequence_loss
 from translator.model import Transformer
-from translator.train import sequence_loss
 
 
 def test_bf16_autocast_training_step_and_decoding(tmp_path):

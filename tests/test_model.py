@@ -4,8 +4,8 @@ import torch
 from translator.config import ModelConfig
 from translator.data.batching import padding_mask
 from translator.data.tokenizer import PAD
+from translator.loss import sequence_loss
 from translator.model import Transformer
-from translator.train import sequence_loss
 
 SRC_V, TGT_V = 50, 60
 

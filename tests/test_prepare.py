@@ -77,7 +77,8 @@ def test_several_inputs_of_different_formats(tmp_path):
         encoding="utf-8",
     )
     config = tiny_config(tmp_path).data
-    stats = prepare(config, [str(tmp_path / "a.tsv"), str(tmp_path / "b.jsonl")]).stats
+    config.inputs = [str(tmp_path / "a.tsv"), str(tmp_path / "b.jsonl")]
+    stats = prepare(config).stats
     assert [i["format"] for i in stats["inputs"]] == ["tatoeba", "jsonl"]
     assert stats["rows_read"] == 200
 

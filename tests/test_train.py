@@ -1,4 +1,5 @@
 import math
+import signal
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from translator.data.lines import read_lines
 from translator.data.prepare import prepare
 from translator.errors import UserError
 from translator.inference import Translator
+from translator.rundir import RunDir
 from translator.train import Trainer, TrainingDiverged, train
 
 CPU = torch.device("cpu")
@@ -30,9 +32,9 @@ def with_train(cfg, **values):
 
 
 def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
-    trainer = Trainer(config, CPU, progress=False)
-    trainer.start_fresh(overwrite=False)
-    trainer.run(max_minutes=0)
+    trainer = Trainer(config, progress=False)
+    trainer.run_dir.start(config.to_dict(), resume=False, overwrite=False)
+    trainer.run()
     sentences = read_lines(split_file(config.data.dir, "test", "en"))
     in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     loaded, saved_config = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
@@ -40,7 +42,7 @@ def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
     assert loaded.translate(sentences) == in_memory.translate(sentences)
     payload = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
     assert payload["train_state"]["epoch"] == 2
-    assert {"optimizer", "scheduler", "tokenizers", "config"} <= payload.keys()
+    assert {"optimizer", "schedule", "rng", "tokenizers", "config"} <= payload.keys()
 
 
 def test_resume_continues_exactly_where_it_stopped(config, tmp_path):
@@ -57,6 +59,7 @@ def test_resume_continues_exactly_where_it_stopped(config, tmp_path):
         torch.testing.assert_close(weights[name], tensor, msg=name)
     rows = (tmp_path / "run/metrics.tsv").read_text().splitlines()
     assert [row.split("\t")[0] for row in rows] == ["epoch", "1", "2"]
+    assert straight.history[0]["valid_loss"] == first.history[0]["valid_loss"]
 
 
 def test_existing_run_needs_resume_or_overwrite(config):
@@ -78,9 +81,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(config, tmp_path, mon
     monkeypatch.setattr(
         train_module, "sequence_loss", lambda *args, **kw: real_loss(*args, **kw) * math.nan
     )
-    with pytest.raises(
-        TrainingDiverged, match=r"diverged.*last good checkpoint .*last.pt \(epoch 1\)"
-    ):
+    with pytest.raises(TrainingDiverged, match=r"diverged.*last good checkpoint is .*last.pt"):
         train(with_train(config, max_epochs=3), resume=True, progress=False)
     monkeypatch.undo()
     payload = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
@@ -91,9 +92,9 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(config, tmp_path, mon
 
 
 def test_time_budget_stops_and_saves(config, tmp_path):
-    result = train(with_train(config, max_epochs=50), max_minutes=1e-6, progress=False)
-    assert result.state.epoch == 1 and result.state.step == 1
-    assert "time budget" in result.stop_reason
+    result = train(with_train(config, max_epochs=50, max_minutes=1e-6), progress=False)
+    assert result.state.epoch == 0 and result.state.step == 1 and result.state.position == 1
+    assert "time budget" in result.stop_reason and result.history[0]["complete"] == 0
     assert (tmp_path / "run/checkpoints/best.pt").is_file()
 
 
@@ -107,8 +108,7 @@ def test_early_stopping_on_validation_bleu(config):
 
 def test_validation_decodes_greedily_whatever_decode_beam_says(config, monkeypatch):
     config.decode.beam = 4
-    trainer = Trainer(config, CPU, progress=False)
-    trainer.start_fresh(overwrite=False)
+    trainer = Trainer(config, progress=False)
     beams = []
 
     class Recording(Translator):
@@ -175,3 +175,69 @@ def test_snapshots_rotate_and_average_to_the_mean(config, tmp_path):
 
     with pytest.raises(UserError, match="has 2 epoch snapshots, 3 are needed"):
         checkpoint.average_last(tmp_path / "run", last=3)
+
+
+def recorded_losses(monkeypatch) -> list[float]:
+    """Every update's mean loss, in order, for the runs that follow."""
+    losses: list[float] = []
+    step = Trainer.train_step
+
+    def recording(self, batches):
+        loss = step(self, batches)
+        losses.append(loss.item() / sum(b.n_tokens for b in batches))
+        return loss
+
+    monkeypatch.setattr(Trainer, "train_step", recording)
+    return losses
+
+
+def exact_config(config, tmp_path, name):
+    config.model.dropout = 0.3  # so that the random state matters
+    config.train.run_dir = str(tmp_path / name)
+    return with_train(config, max_epochs=2, save_every=3)
+
+
+def test_resume_mid_epoch_after_a_signal_is_exact(config, tmp_path, monkeypatch):
+    losses = recorded_losses(monkeypatch)
+    straight = train(exact_config(config, tmp_path, "straight"), progress=False)
+    expected, losses[:] = list(losses), []
+    stop_at = 5  # mid-epoch, two updates after the checkpoint at step 3
+    after = Trainer.after_update
+
+    def signal_at(self, bar):
+        after(self, bar)
+        if self.state.step == stop_at:
+            self.signals.requested = signal.SIGTERM
+
+    monkeypatch.setattr(Trainer, "after_update", signal_at)
+    config = exact_config(config, tmp_path, "cut")
+    with pytest.raises(train_module.Interrupted, match="SIGTERM.*--resume"):
+        train(config, progress=False)
+    monkeypatch.setattr(Trainer, "after_update", after)
+    resumed = train(config, resume=True, progress=False)
+    assert losses == pytest.approx(expected, abs=1e-6)
+    assert resumed.state.step == straight.state.step
+    assert_same_run(tmp_path / "straight", tmp_path / "cut")
+
+
+def test_resume_across_a_budget_cut_is_exact(config, tmp_path, monkeypatch):
+    losses = recorded_losses(monkeypatch)
+    train(exact_config(config, tmp_path, "straight"), progress=False)
+    expected, losses[:] = list(losses), []
+    config = exact_config(config, tmp_path, "cut")
+    cut = train(with_train(config, max_minutes=1e-6), progress=False)
+    assert cut.state.position == 1 and cut.history[-1]["complete"] == 0
+    train(with_train(config, max_minutes=0.0), resume=True, progress=False)
+    assert losses == pytest.approx(expected, abs=1e-6)
+    assert_same_run(tmp_path / "straight", tmp_path / "cut")
+
+
+def assert_same_run(a, b):
+    """Same final weights, and the same metrics but for the timing columns."""
+    wa, wb = (checkpoint.load(d / "checkpoints/last.pt")["model"] for d in (a, b))
+    for name, tensor in wa.items():
+        torch.testing.assert_close(wb[name], tensor, rtol=0, atol=1e-6, msg=name)
+    rows_a, rows_b = (RunDir(d).metric_rows() for d in (a, b))
+    timing = ("train_tokens_per_s", "minutes")
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
+    assert strip(rows_a) == strip(rows_b) and len(rows_a) == 2

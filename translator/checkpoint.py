@@ -44,12 +44,16 @@ def save(payload: dict[str, Any], path: Path) -> None:
     _atomic(path, lambda tmp: torch.save({"format": FORMAT, **payload}, tmp))
 
 
+def write_text(path: Path, text: str) -> None:
+    _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
 def copy(src: Path, dst: Path) -> None:
     _atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 SNAPSHOT = "epoch{:04d}.pt"
-TRAINING_ONLY = ("optimizer", "scheduler", "rng")  # what a snapshot leaves out
+TRAINING_ONLY = ("optimizer", "scheduler", "schedule", "rng")  # what a snapshot leaves out
 
 
 def save_snapshot(payload: dict[str, Any], ckpt_dir: Path, epoch: int, keep: int) -> None:

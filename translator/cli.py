@@ -87,13 +87,16 @@ def _user_errors(command):
 
 
 def _default_checkpoint(cfg: config_module.Config, given: Path | None) -> Path:
-    return given or Path(cfg.train.run_dir) / "checkpoints" / "best.pt"
+    from translator.rundir import RunDir
+
+    return given or RunDir(cfg.train.run_dir).best
 
 
-def _decode_options(beam: int | None, length_penalty: float | None) -> list[str]:
-    """--beam / --length-penalty as config overrides, validated like the config itself."""
-    options = [] if beam is None else [f"decode.beam={beam}"]
-    return options + ([] if length_penalty is None else [f"decode.length_penalty={length_penalty}"])
+def _run_options(
+    device: str | None, beam: int | None, length_penalty: float | None
+) -> dict[str, object]:
+    """The flags of translate and eval, as the config keys they set."""
+    return {"train.device": device, "decode.beam": beam, "decode.length_penalty": length_penalty}
 
 
 @app.command()
@@ -121,16 +124,19 @@ def prepare(
     from translator.data.prepare import output_dir_for
     from translator.data.prepare import prepare as run_prepare
 
-    overrides = [*(set_ or []), *([] if workers is None else [f"data.workers={workers}"])]
-    cfg = config_module.load(config, overrides)
-    configured_dir = cfg.data.dir
-    _setup_process()
     inputs = [str(p) for p in input] if input else None
     if out is None and inputs:
         out = output_dir_for(inputs)
-    if out is not None:
-        cfg.data.dir = str(out)
-    result = run_prepare(cfg.data, inputs, format)
+    values = {
+        "data.inputs": inputs,
+        "data.format": format,
+        "data.dir": None if out is None else str(out),
+        "data.workers": workers,
+    }
+    configured_dir = config_module.load(config, set_ or []).data.dir
+    cfg = config_module.load(config, set_ or [], values)
+    _setup_process()
+    result = run_prepare(cfg.data)
     s = result.stats
     for example in s["malformed_examples"]:
         typer.echo(f"skipped {example}", err=True)
@@ -170,17 +176,24 @@ def train(
     set_: SetOpt = None,
 ):
     """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
+    from translator.train import Interrupted
     from translator.train import train as run_train
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
-    cfg = config_module.load(config, set_ or [])
+    values = {"train.device": device, "train.max_minutes": max_minutes}
+    cfg = config_module.load(config, set_ or [], values)
     _setup_process()
-    result = run_train(
-        cfg, resume=resume, overwrite=overwrite, device=device, max_minutes=max_minutes
-    )
+    try:
+        result = run_train(cfg, resume=resume, overwrite=overwrite)
+    except Interrupted as stop:
+        typer.echo(str(stop), err=True)
+        raise typer.Exit(128 + stop.signum) from None
     state = result.state
-    typer.echo(f"stopped after epoch {state.epoch} ({state.step:,} steps): {result.stop_reason}")
+    where = f"after epoch {state.epoch}"
+    if state.position:
+        where = f"in epoch {state.epoch + 1} ({state.position}/{result.batches_per_epoch} batches)"
+    typer.echo(f"stopped {where}, {state.step:,} updates: {result.stop_reason}")
     typer.echo(
         f"best valid BLEU {state.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
     )
@@ -207,7 +220,8 @@ def translate(
 ):
     """Translate English sentences into Chinese (greedy, or beam search with --beam)."""
     from translator.data.lines import read_lines, read_stdin_lines, write_lines
-    from translator.inference import Translator, pick_device
+    from translator.inference import Translator
+    from translator.runtime import pick_device
 
     sentences: list[str] = []
     for item in text or []:
@@ -216,12 +230,10 @@ def translate(
         sentences.extend(read_lines(input))
     if not text and input is None:
         raise UserError("nothing to translate: give sentences, '-' for stdin, or --input FILE")
-    cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
+    cfg = config_module.load(config, set_ or [], _run_options(device, beam, length_penalty))
     _setup_process()
     path = _default_checkpoint(cfg, checkpoint)
-    translator, _ = Translator.from_checkpoint(
-        path, pick_device(device or cfg.train.device), cfg.decode
-    )
+    translator, _ = Translator.from_checkpoint(path, pick_device(cfg.train.device), cfg.decode)
     results = translator.translate(sentences)
     if output is not None:
         write_lines(output, results)
@@ -251,20 +263,13 @@ def evaluate(
     English sentence translated once, scored against all its translations."""
     from translator.evaluate import evaluate_files
 
-    cfg = config_module.load(config, (set_ or []) + _decode_options(beam, length_penalty))
+    cfg = config_module.load(config, set_ or [], _run_options(device, beam, length_penalty))
     if (src is None) != (not ref):
         raise UserError("--src and --ref go together")
     if split not in ("test", "valid"):
         raise UserError(f"--split must be test or valid, got {split!r}")
     _setup_process()
-    result = evaluate_files(
-        cfg,
-        _default_checkpoint(cfg, checkpoint),
-        device or cfg.train.device,
-        src,
-        ref or [],
-        split,
-    )
+    result = evaluate_files(cfg, _default_checkpoint(cfg, checkpoint), src, ref or [], split)
     s = result.scores
     typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
     typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")

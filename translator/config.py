@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -74,6 +75,8 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
     compile: bool = False  # torch.compile the model for training (slower on our CPU: README)
+    update_freq: int = 1  # batches per optimiser update (gradient accumulation)
+    save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
 
 
 @dataclass
@@ -164,10 +167,14 @@ def validate(config: Config) -> None:
         "data.src_vocab_size": config.data.src_vocab_size,
         "data.tgt_vocab_size": config.data.tgt_vocab_size,
         "data.tokenizer_sentences": config.data.tokenizer_sentences,
+        "train.update_freq": config.train.update_freq,
+        "train.log_every": config.train.log_every,
     }
     for key, value in positive.items():
         if value <= 0:
             raise UserError(f"config key '{key}' must be positive, got {value}")
+    if config.train.save_every < 0:
+        raise UserError("config key 'train.save_every' must be >= 0 (0: at epoch ends only)")
     if config.data.workers < 0:
         raise UserError("config key 'data.workers' must be >= 0 (0: every core)")
     if config.decode.length_penalty < 0:
@@ -190,7 +197,15 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-def load(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+def load(
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    values: dict[str, Any] | None = None,
+) -> Config:
+    """The config in `path`, with `--set key=value` texts (`overrides`, read as TOML) and
+    then typed values from command-line flags (`values`, e.g. {"decode.beam": 5}; None
+    means the flag was not given) folded in, then checked once: the one way any option
+    reaches the code."""
     path = Path(path) if path is not None else DEFAULT_CONFIG
     if not path.is_file():
         hint = (
@@ -203,8 +218,9 @@ def load(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
-    for text in overrides:
-        key, value = parse_override(text)
+    pairs = [parse_override(text) for text in overrides]
+    pairs += [(key, value) for key, value in (values or {}).items() if value is not None]
+    for key, value in pairs:
         section, _, name = key.partition(".")
         raw.setdefault(section, {})[name] = value
     try:

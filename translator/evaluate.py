@@ -17,13 +17,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
 from sacrebleu.metrics import BLEU, CHRF
 
 from translator.config import Config
+from translator.data.batching import Batch
 from translator.data.layout import read_references, split_file
 from translator.data.lines import read_lines, write_lines
 from translator.errors import UserError
-from translator.inference import Translator, pick_device
+from translator.inference import Translator
+from translator.loss import sequence_loss
+from translator.runtime import pick_device
 
 
 @dataclass
@@ -101,7 +105,6 @@ class EvalResult:
 def evaluate_files(
     config: Config,
     checkpoint: Path,
-    device: str,
     src: Path | None = None,
     refs: Sequence[Path] = (),
     split: str = "test",
@@ -119,7 +122,9 @@ def evaluate_files(
         sources, references = read_references(config.data.dir, split)
     else:
         sources, references = read_eval_set(src, refs)
-    translator, _ = Translator.from_checkpoint(checkpoint, pick_device(device), config.decode)
+    translator, _ = Translator.from_checkpoint(
+        checkpoint, pick_device(config.train.device), config.decode
+    )
     hypotheses = translator.translate(sources)
     scores = score(hypotheses, references)
     search = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
@@ -127,3 +132,36 @@ def evaluate_files(
     write_lines(hyp_path, hypotheses)
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
     return EvalResult(scores, hyp_path)
+
+
+@dataclass
+class Validation:
+    loss: float  # plain NLL per target token of the valid split
+    bleu: float  # greedy BLEU on the validation sentences, against all their references
+    hypotheses: list[str]
+
+
+@torch.no_grad()
+def validate(
+    translator: Translator,
+    batches: Sequence[Batch],
+    sources: list[str],
+    references: list[list[str]],
+    autocast,
+) -> Validation:
+    """The validation pass of training: loss over `batches` and BLEU of `translator` (which
+    holds the model being trained) on `sources`. Leaves the model in eval mode."""
+    model = translator.model
+    model.eval()
+    device = next(model.parameters()).device
+    total = torch.zeros((), device=device)
+    tokens = 0
+    for batch in batches:
+        batch = batch.to(device)
+        with autocast:
+            logits = model(batch.src, batch.tgt_in, batch.src_mask)
+        total += sequence_loss(logits, batch.tgt_out, smoothing=0.0)
+        tokens += batch.n_tokens
+    with autocast:
+        hypotheses = translator.translate(sources)
+    return Validation(total.item() / tokens, score(hypotheses, references).bleu, hypotheses)

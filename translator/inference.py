@@ -17,23 +17,10 @@ from translator.data.batching import encode, pad, padding_mask
 from translator.data.normalize import CONTROL, normalize_en
 from translator.data.tokenizer import EOS, Tokenizer, load_tokenizer
 from translator.decode import beam_search, greedy
-from translator.errors import UserError
 from translator.model import Transformer
 
 log = logging.getLogger(__name__)
 _UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"unknown device {name!r} (use auto, cpu or cuda)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {name!r} requested but CUDA is not available")
-    return device
 
 
 class Translator:

@@ -1,10 +1,18 @@
-"""Process-wide runtime settings: how many workers to use, and what makes PyTorch faster on
-the CPU (applied by the CLI)."""
+"""Runtime settings: the device to run on, how many workers to use, and what makes PyTorch
+faster on the CPU (applied by the CLI)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import signal
+import threading
+from typing import TYPE_CHECKING
+
+from translator.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
@@ -26,3 +34,45 @@ def keep_freed_memory() -> bool:
 def worker_count(setting: int) -> int:
     """Workers for a `workers` setting: 0 means one per core."""
     return setting if setting > 0 else os.cpu_count() or 1
+
+
+def pick_device(name: str) -> torch.device:
+    """`train.device`: auto (CUDA if there is one), cpu, cuda or cuda:N."""
+    import torch  # here, so that commands without a model start without it
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {name!r} (use auto, cpu or cuda)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+class StopSignals:
+    """While active, SIGINT and SIGTERM only ask to stop (`requested` names the signal), so
+    training can finish its update, save, and exit cleanly; a second SIGINT interrupts at
+    once. Outside the main thread (where handlers cannot be set) it does nothing."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested: signal.Signals | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum)

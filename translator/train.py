@@ -1,78 +1,59 @@
 """`translator train`: prepared splits → trained Transformer in `train.run_dir`.
 
-    encode splits once → token-budget batches → per epoch: shuffled batches,
-    label-smoothed cross-entropy, AdamW, warm-up then ReduceLROnPlateau, clipping
-    → validation loss + greedy BLEU → metrics.tsv row → checkpoints last.pt / best.pt
+    memory-mapped batches → per epoch: a seeded order of batches, `train.update_freq` of
+    them per update (label-smoothed cross-entropy over their target tokens, AdamW,
+    warm-up then ReduceLROnPlateau, clipping) → validation loss + greedy BLEU
+    → metrics.tsv row → checkpoints (rundir.py)
 
-Stops at `max_epochs`, at the time budget, or when validation BLEU has not improved for
-`patience` epochs. A NaN/inf loss stops training before anything is saved, so the last
-checkpoint on disk stays good.
+Stops at `max_epochs`, at the time budget (counting earlier sessions of a resumed run),
+when validation BLEU has not improved for `patience` epochs, or on SIGINT/SIGTERM. The
+whole state, the position in the epoch's batch order and every random generator
+included, is saved every `save_every` updates, at every stop and every epoch end, so
+`--resume` continues exactly where the run stopped, mid-epoch too. A NaN/inf loss stops
+training before anything is saved, so the last checkpoint on disk stays good.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import random
-import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
-from translator import checkpoint
 from translator.config import Config, from_dict
-from translator.data.batching import Batch, shuffled
+from translator.data.batching import Batch, epoch_order
 from translator.data.dataset import load_training_data
-from translator.data.tokenizer import PAD, load_tokenizer
+from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
-from translator.evaluate import score
-from translator.inference import Translator, pick_device
+from translator.evaluate import Validation, validate
+from translator.inference import Translator
+from translator.loss import sequence_loss
 from translator.model import Transformer, count_parameters
+from translator.rundir import RunDir
+from translator.runtime import StopSignals, pick_device
+from translator.schedule import LRSchedule
+from translator.state import TrainState, random_state, seed_everything, set_random_state
 
 log = logging.getLogger(__name__)
+OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+OOM_LIMIT = 3
 
 
 class TrainingDiverged(UserError):
     pass
 
 
-def sequence_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """Summed label-smoothed cross-entropy over the non-PAD target positions.
-    logits (B,T,V), target (B,T); divide by the number of real tokens for the mean."""
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        target.flatten(),
-        ignore_index=PAD,
-        label_smoothing=smoothing,
-        reduction="sum",
-    )
+class Interrupted(Exception):
+    """SIGINT/SIGTERM: the state was saved; the message says how to continue."""
 
-
-@dataclass
-class TrainState:
-    epoch: int = 0  # epochs completed
-    step: int = 0  # optimiser updates made
-    best_bleu: float = -1.0
-    best_loss: float = math.inf  # validation loss at the best BLEU (breaks ties)
-    bad_epochs: int = 0  # epochs since the best
-
-
-@dataclass
-class EpochStats:
-    loss: float  # mean label-smoothed loss per target token
-    tokens: int  # target tokens trained on
-    seconds: float
-    out_of_time: bool
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / self.seconds
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
 
 
 @dataclass
@@ -80,26 +61,23 @@ class TrainResult:
     run_dir: Path
     state: TrainState
     stop_reason: str
-    history: list[dict] = field(default_factory=list)
+    batches_per_epoch: int
+    history: list[dict] = field(default_factory=list)  # the rows this session added
 
 
 class Trainer:
-    def __init__(self, config: Config, device: torch.device, progress: bool = True):
-        self.config = config
-        self.cfg = config.train
-        self.device = device
+    def __init__(self, config: Config, progress: bool = True):
+        self.config, self.cfg = config, config.train
+        self.device = pick_device(self.cfg.device)
         self.progress = progress
         self.created = time.perf_counter()
-        self.run_dir = Path(self.cfg.run_dir)
-        self.ckpt_dir = checkpoint.checkpoint_dir(self.run_dir)
-        torch.manual_seed(self.cfg.seed)
-        random.seed(self.cfg.seed)
+        self.run_dir = RunDir(self.cfg.run_dir)
+        seed_everything(self.cfg.seed)
         self.data = load_training_data(config)
         self.src_tok = load_tokenizer(self.data.tokenizer_models["src"])
         self.tgt_tok = load_tokenizer(self.data.tokenizer_models["tgt"])
-        self.model = Transformer(
-            config.model, self.src_tok.get_piece_size(), self.tgt_tok.get_piece_size()
-        ).to(device)
+        vocab = (self.src_tok.get_piece_size(), self.tgt_tok.get_piece_size())
+        self.model = Transformer(config.model, *vocab).to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(),
             lr=self.cfg.lr,
@@ -108,37 +86,43 @@ class Trainer:
             weight_decay=self.cfg.weight_decay,
             fused=True,  # one kernel for all parameters: 4.8x faster than the loop on CPU
         )
-        self.plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            self.optimizer,
-            factor=self.cfg.plateau_factor,
-            patience=self.cfg.plateau_patience,
-            min_lr=self.cfg.min_lr,
-        )
+        self.schedule = LRSchedule(self.optimizer, self.cfg)
         self.state = TrainState()
         # the compiled module shares the model's parameters; checkpoints save the model
         self.forward = torch.compile(self.model, dynamic=True) if self.cfg.compile else self.model
-        self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-        )
+        cuda = self.device.type == "cuda"
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
+        self.epoch_loss = torch.zeros((), device=self.device)  # summed on the device: no sync
+        self.session_start = time.monotonic()
+        self.session_elapsed = 0.0  # state.elapsed when this session began
+        self.signals = StopSignals()
+        self.ooms_in_a_row = 0
 
     # ---- checkpoints -------------------------------------------------------------------
     def payload(self) -> dict:
+        self.state.epoch_loss = self.epoch_loss.item()
+        self.check_finite(self.state.epoch_loss)
+        self.state.elapsed = self.elapsed()
         return {
             "config": self.config.to_dict(),
             "tokenizers": self.data.tokenizer_paths,
             "tokenizer_models": self.data.tokenizer_models,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.plateau.state_dict(),
+            "schedule": self.schedule.state_dict(),
             "train_state": asdict(self.state),
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
+            "rng": random_state(),
         }
 
+    def save(self) -> None:
+        """last.pt, then metrics.tsv from the history it holds."""
+        self.run_dir.save(self.payload())
+        self.run_dir.write_metrics(self.state.history)
+
     def restore(self) -> None:
-        path = self.ckpt_dir / "last.pt"
-        payload = checkpoint.load(path)
-        saved = from_dict(payload["config"])
-        if saved.model != self.config.model:
+        path = self.run_dir.last
+        payload = self.run_dir.load()
+        if from_dict(payload["config"]).model != self.config.model:
             raise UserError(
                 f"cannot resume {path}: the config's [model] section differs from "
                 "the one it was trained with"
@@ -148,144 +132,210 @@ class Trainer:
                 f"cannot resume {path}: the tokenizers in {self.config.data.dir} "
                 "differ from the ones it was trained with (was prepare re-run?)"
             )
+        if "schedule" not in payload:
+            raise UserError(f"cannot resume {path}: it was written by an older version")
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        self.plateau.load_state_dict(payload["scheduler"])
+        self.schedule.load_state_dict(payload["schedule"])
         self.state = TrainState(**payload["train_state"])
-        torch.set_rng_state(payload["rng"]["torch"])
-        random.setstate(payload["rng"]["python"])
+        self.epoch_loss = torch.tensor(self.state.epoch_loss, device=self.device)
+        self.session_elapsed = self.state.elapsed
+        set_random_state(payload["rng"])
+        self.run_dir.write_metrics(self.state.history)  # drop rows written after last.pt
 
-    def start_fresh(self, overwrite: bool) -> None:
-        if (self.ckpt_dir / "last.pt").exists() and not overwrite:
-            raise UserError(
-                f"{self.run_dir} already holds a trained model: pass --resume to "
-                "continue it or --overwrite to start again"
-            )
-        shutil.rmtree(self.ckpt_dir, ignore_errors=True)
-        (self.run_dir / "metrics.tsv").unlink(missing_ok=True)
-
-    def save(self, improved: bool) -> None:
-        last = self.ckpt_dir / "last.pt"
-        payload = self.payload()
-        checkpoint.save(payload, last)
-        if improved:
-            checkpoint.copy(last, self.ckpt_dir / "best.pt")
-        if self.cfg.keep_last:
-            checkpoint.save_snapshot(payload, self.ckpt_dir, self.state.epoch, self.cfg.keep_last)
-
-    # ---- one epoch ---------------------------------------------------------------------
-    def set_warmup_lr(self) -> None:
-        if self.state.step <= self.cfg.warmup_steps:
-            lr = self.cfg.lr * self.state.step / max(1, self.cfg.warmup_steps)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-
-    def lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
+    def elapsed(self) -> float:
+        return self.session_elapsed + time.monotonic() - self.session_start
 
     def check_finite(self, loss: float) -> None:
         if not math.isfinite(loss):
-            last = self.ckpt_dir / "last.pt"
-            kept = (
-                f"the last good checkpoint is {last} (epoch {self.state.epoch})"
-                if last.exists()
-                else "no checkpoint was written"
-            )
+            last = self.run_dir.last
+            kept = f"the last good checkpoint is {last}" if last.exists() else "nothing was saved"
             raise TrainingDiverged(
                 f"training diverged: loss is {loss} at epoch {self.state.epoch + 1}, step "
                 f"{self.state.step}; {kept}. Try a lower train.lr or more train.warmup_steps"
             )
 
-    def train_step(self, batch: Batch) -> torch.Tensor:
-        """One optimiser update. Returns the summed loss, left on the device (no sync)."""
+    # ---- updates -----------------------------------------------------------------------
+    def train_step(self, batches: list[Batch]) -> torch.Tensor:
+        """One optimiser update over `batches`, the loss normalised by all their target
+        tokens. Returns the summed loss, left on the device (no sync)."""
         self.state.step += 1
-        self.set_warmup_lr()
-        with self.autocast:
-            logits = self.forward(batch.src, batch.tgt_in, batch.src_mask)
-        loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
-        (loss_sum / batch.n_tokens).backward()
+        self.schedule.before_update(self.state.step)
+        tokens = sum(b.n_tokens for b in batches)
+        total = torch.zeros((), device=self.device)
+        for batch in batches:
+            batch = batch.pin_memory() if self.device.type == "cuda" else batch
+            batch = batch.to(self.device, non_blocking=True)
+            with self.autocast:
+                logits = self.forward(batch.src, batch.tgt_in, batch.src_mask)
+            loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
+            (loss_sum / tokens).backward()
+            total += loss_sum.detach()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_sum.detach()
+        return total
 
-    def train_epoch(self, deadline: float) -> EpochStats:
-        """One pass over the shuffled batches, cut short at `deadline` (time.monotonic)."""
+    def step_or_skip(self, batches: list[Batch]) -> torch.Tensor:
+        """`train_step`, except that running out of memory skips the batches with a warning
+        (counted in metrics.tsv); OOM_LIMIT updates in a row stop training."""
+        try:
+            loss = self.train_step(batches)
+        except OUT_OF_MEMORY:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.state.step -= 1  # the update did not happen
+            self.state.skipped += len(batches)
+            self.ooms_in_a_row += 1
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            log.warning("warning: out of memory at step %d: skipped", self.state.step + 1)
+            if self.ooms_in_a_row >= OOM_LIMIT:
+                raise UserError(
+                    f"out of memory {OOM_LIMIT} updates in a row: lower train.max_tokens "
+                    f"(now {self.cfg.max_tokens}) or raise train.update_freq instead"
+                ) from None
+            return torch.zeros((), device=self.device)
+        self.ooms_in_a_row = 0
+        return loss
+
+    def train_epoch(self, budget: float) -> str | None:
+        """Train from the saved position to the end of the epoch. Returns None when the epoch
+        is done, "budget" or "signal" when it stopped early (after a whole update)."""
         self.model.train()
-        batches = shuffled(self.data.train, self.cfg.seed, self.state.epoch)
-        total = len(self.data.train)
-        pin = self.device.type == "cuda"
-        total_loss = torch.zeros((), device=self.device)  # summed on the device: no sync per step
-        total_tokens = logged_tokens = 0
-        logged_loss = 0.0
-        out_of_time = False
-        start = time.perf_counter()
+        order = epoch_order(len(self.data.train), self.cfg.seed, self.state.epoch)
+        k = self.cfg.update_freq
         bar = tqdm(
-            batches,
-            total=total,
+            total=len(order),
+            initial=self.state.position,
             desc=f"epoch {self.state.epoch + 1}",
             unit="batch",
             leave=False,
             disable=None if self.progress else True,
             dynamic_ncols=True,
         )
-        for i, batch in enumerate(bar, start=1):
-            batch = batch.pin_memory() if pin else batch
-            total_loss += self.train_step(batch.to(self.device, non_blocking=True))
-            total_tokens += batch.n_tokens
-            if self.state.step == 1:
-                self.log_startup()
-            out_of_time = time.monotonic() > deadline
-            if i % self.cfg.log_every == 0 or i == total or out_of_time:
-                seen = total_loss.item()  # the one host-device sync, every log_every steps
-                self.check_finite(seen)
-                bar.set_postfix(
-                    loss=f"{(seen - logged_loss) / (total_tokens - logged_tokens):.3f}",
-                    lr=f"{self.lr():.2e}",
-                    tok_s=f"{total_tokens / (time.perf_counter() - start):.0f}",
-                )
-                logged_loss, logged_tokens = seen, total_tokens
-            if out_of_time:
-                break
+        for start in range(self.state.position, len(order), k):
+            began = time.perf_counter()
+            batches = [self.data.train[i] for i in order[start : start + k]]
+            self.epoch_loss += self.step_or_skip(batches)
+            self.state.position = min(start + k, len(order))
+            self.state.epoch_tokens += sum(b.n_tokens for b in batches)
+            self.state.epoch_seconds += time.perf_counter() - began
+            bar.update(len(batches))
+            self.after_update(bar)
+            if self.state.position < len(order):
+                stop = self.stop_requested(budget)
+                if stop:
+                    bar.close()
+                    return stop
         bar.close()
-        return EpochStats(
-            logged_loss / max(1, total_tokens),
-            total_tokens,
-            time.perf_counter() - start,
-            out_of_time,
+        return None
+
+    def after_update(self, bar: tqdm) -> None:
+        step = self.state.step
+        if step % self.cfg.log_every == 0 or step == 1:
+            loss = self.epoch_loss.item()  # the one host-device sync, every log_every steps
+            self.check_finite(loss)
+            seconds = max(self.state.epoch_seconds, 1e-9)
+            bar.set_postfix(
+                loss=f"{loss / max(1, self.state.epoch_tokens):.3f}",
+                lr=f"{self.schedule.lr:.2e}",
+                tok_s=f"{self.state.epoch_tokens / seconds:.0f}",
+            )
+        if step == 1:
+            seconds = time.perf_counter() - self.created
+            log.info("first update done %.1f s after start-up began", seconds)
+        if self.cfg.save_every and step % self.cfg.save_every == 0:
+            self.save()
+
+    def stop_requested(self, budget: float) -> str | None:
+        if self.signals.requested is not None:
+            return "signal"
+        return "budget" if self.elapsed() > budget else None
+
+    # ---- validation --------------------------------------------------------------------
+    def validate(self) -> Validation:
+        """Validation loss and greedy BLEU (decode.beam is for translate and eval)."""
+        greedy = replace(self.config.decode, beam=1)
+        translator = Translator(self.model, self.src_tok, self.tgt_tok, greedy)
+        data = self.data
+        result = validate(translator, data.valid, data.bleu_src, data.bleu_refs, self.autocast)
+        self.model.train()
+        self.check_finite(result.loss)
+        return result
+
+    def metrics_row(self, result: Validation, complete: bool) -> dict:
+        return {
+            "epoch": self.state.epoch + 1,
+            "complete": int(complete),
+            "step": self.state.step,
+            "lr": self.schedule.lr,
+            "train_loss": self.epoch_loss.item() / max(1, self.state.epoch_tokens),
+            "valid_loss": result.loss,
+            "valid_bleu": result.bleu,
+            "train_tokens_per_s": self.state.epoch_tokens / max(self.state.epoch_seconds, 1e-9),
+            "skipped_batches": self.state.skipped,
+            "minutes": self.elapsed() / 60,
+        }
+
+    def end_of_epoch(self) -> dict:
+        """Validate, step the schedule, save: best.pt and the snapshot before last.pt, so a
+        kill in between is redone from the previous last.pt with the same outcome."""
+        result = self.validate()
+        row = self.metrics_row(result, complete=True)
+        self.check_finite(row["train_loss"])
+        self.state.start_next_epoch()
+        self.epoch_loss.zero_()
+        self.schedule.after_epoch(result.loss, self.state.step)
+        improved = (result.bleu, -result.loss) > (self.state.best_bleu, -self.state.best_loss)
+        if improved:
+            self.state.best_bleu, self.state.best_loss = result.bleu, result.loss
+        self.state.bad_epochs = 0 if improved else self.state.bad_epochs + 1
+        self.state.history.append(row)
+        payload = self.payload()
+        self.write_weights(payload, improved, self.state.epoch)
+        self.run_dir.save(payload)
+        self.run_dir.write_metrics(self.state.history)
+        self.log_validation(row, result, improved)
+        return row
+
+    def budget_cut(self) -> dict:
+        """Out of time mid-epoch: save the exact state first, then validate the weights as
+        they are for best.pt, a snapshot and a metrics row marked incomplete. The state is
+        left as if the cut had not happened, so a resumed run goes on identically."""
+        self.save()
+        result = self.validate()
+        row = self.metrics_row(result, complete=False)
+        improved = (result.bleu, -result.loss) > (self.state.best_bleu, -self.state.best_loss)
+        self.write_weights(self.payload(), improved, self.state.epoch + 1)
+        self.run_dir.write_metrics([*self.state.history, row])
+        self.log_validation(row, result, improved)
+        return row
+
+    def write_weights(self, payload: dict, improved: bool, epoch: int) -> None:
+        if improved:
+            self.run_dir.save_best(payload)
+        if self.cfg.keep_last:
+            self.run_dir.save_snapshot(payload, epoch, self.cfg.keep_last)
+
+    def log_validation(self, row: dict, result: Validation, improved: bool) -> None:
+        log.info(
+            "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s"
+            " | %s → %s",
+            row["epoch"],
+            "" if row["complete"] else " (cut short)",
+            row["train_loss"],
+            result.loss,
+            result.bleu,
+            " (best)" if improved else "",
+            row["train_tokens_per_s"],
+            self.data.bleu_src[0],
+            result.hypotheses[0],
         )
 
-    def log_startup(self) -> None:
-        """The time from creating the trainer (loading data, building the model) to the end
-        of the first update: what a user waits before training really starts."""
-        seconds = time.perf_counter() - self.created
-        log.info("first update done %.1f s after start-up began", seconds)
-
-    @torch.no_grad()
-    def validate(self) -> tuple[float, float, list[str]]:
-        """Validation loss (plain NLL per target token) and greedy BLEU on the sample."""
-        self.model.eval()
-        total = torch.zeros((), device=self.device)
-        tokens = 0
-        for batch in self.data.valid:
-            batch = batch.to(self.device)
-            with self.autocast:
-                logits = self.model(batch.src, batch.tgt_in, batch.src_mask)
-            total += sequence_loss(logits, batch.tgt_out, smoothing=0.0)
-            tokens += batch.n_tokens
-        greedy = replace(self.config.decode, beam=1)  # decode.beam is for translate and eval
-        translator = Translator(self.model, self.src_tok, self.tgt_tok, greedy)
-        with self.autocast:
-            hyps = translator.translate(self.data.bleu_src)
-        self.model.train()
-        return total.item() / tokens, score(hyps, self.data.bleu_refs).bleu, hyps
-
     # ---- the whole run -----------------------------------------------------------------
-    def run(self, max_minutes: float) -> TrainResult:
-        deadline = time.monotonic() + max_minutes * 60 if max_minutes > 0 else math.inf
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        config_json = json.dumps(self.config.to_dict(), indent=2) + "\n"
-        (self.run_dir / "config.json").write_text(config_json)
+    def run(self) -> TrainResult:
+        budget = self.cfg.max_minutes * 60 if self.cfg.max_minutes > 0 else math.inf
+        self.session_start = time.monotonic()
         log.info(
             "model: %s parameters; %d training pairs in %d batches (%d dropped as longer "
             "than %d tokens); device %s",
@@ -297,82 +347,41 @@ class Trainer:
             self.device,
         )
         history: list[dict] = []
-        reason = f"reached train.max_epochs ({self.cfg.max_epochs})"
-        while self.state.epoch < self.cfg.max_epochs:
+        with self.signals:
+            reason = self.train_until_stopped(budget, history)
+        return TrainResult(self.run_dir.path, self.state, reason, len(self.data.train), history)
+
+    def train_until_stopped(self, budget: float, history: list[dict]) -> str:
+        while True:
+            if self.state.epoch >= self.cfg.max_epochs:
+                return f"reached train.max_epochs ({self.cfg.max_epochs})"
             if self.state.bad_epochs >= self.cfg.patience:
-                reason = f"early stopping: no better validation BLEU in {self.cfg.patience} epochs"
-                break
-            started = time.perf_counter()
-            epoch = self.train_epoch(deadline)
-            history.append(self.end_of_epoch(epoch, started))
-            if epoch.out_of_time or time.monotonic() > deadline:  # validation may use the rest
-                reason = f"time budget of {max_minutes:g} minutes used"
-                break
-        return TrainResult(self.run_dir, self.state, reason, history)
+                return f"early stopping: no better validation BLEU in {self.cfg.patience} epochs"
+            if self.state.step and self.elapsed() > budget:  # a new run makes one update
+                return f"time budget of {self.cfg.max_minutes:g} minutes used"
+            stopped = self.train_epoch(budget)
+            if stopped == "signal":
+                self.interrupt()
+            if stopped == "budget":
+                history.append(self.budget_cut())
+                return f"time budget of {self.cfg.max_minutes:g} minutes used"
+            history.append(self.end_of_epoch())
 
-    def end_of_epoch(self, epoch: EpochStats, started: float) -> dict:
-        """Validate, step the plateau schedule, save checkpoints, record and log the epoch."""
-        valid_loss, bleu, hyps = self.validate()
-        self.check_finite(valid_loss)
-        self.state.epoch += 1
-        if self.state.step >= self.cfg.warmup_steps:
-            self.plateau.step(valid_loss)
-        improved = (bleu, -valid_loss) > (self.state.best_bleu, -self.state.best_loss)
-        if improved:
-            self.state.best_bleu, self.state.best_loss = bleu, valid_loss
-            self.state.bad_epochs = 0
-        else:
-            self.state.bad_epochs += 1
-        self.save(improved)
-        row = {
-            "epoch": self.state.epoch,
-            "step": self.state.step,
-            "lr": self.lr(),
-            "train_loss": epoch.loss,
-            "valid_loss": valid_loss,
-            "valid_bleu": bleu,
-            "train_tokens_per_s": epoch.tokens_per_s,
-            "epoch_minutes": (time.perf_counter() - started) / 60,
-        }
-        self.append_metrics(row)
-        log.info(
-            "epoch %d: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s"
-            " | %s → %s",
-            row["epoch"],
-            epoch.loss,
-            valid_loss,
-            bleu,
-            " (best)" if improved else "",
-            epoch.tokens_per_s,
-            self.data.bleu_src[0],
-            hyps[0],
+    def interrupt(self) -> None:
+        self.save()
+        signal = self.signals.requested
+        raise Interrupted(
+            f"stopped by {signal.name} in epoch {self.state.epoch + 1} after step "
+            f"{self.state.step:,}; saved {self.run_dir.last}: continue with --resume",
+            int(signal),
         )
-        return row
-
-    def append_metrics(self, row: dict) -> None:
-        path = self.run_dir / "metrics.tsv"
-        new = not path.exists()
-        with path.open("a", encoding="utf-8") as f:
-            if new:
-                f.write("\t".join(row) + "\n")
-            f.write(
-                "\t".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row.values())
-                + "\n"
-            )
 
 
 def train(
-    config: Config,
-    resume: bool = False,
-    overwrite: bool = False,
-    device: str | None = None,
-    max_minutes: float | None = None,
-    progress: bool = True,
+    config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
 ) -> TrainResult:
-    trainer = Trainer(config, pick_device(device or config.train.device), progress)
+    trainer = Trainer(config, progress)
+    trainer.run_dir.start(config.to_dict(), resume, overwrite)
     if resume:
         trainer.restore()
-    else:
-        trainer.start_fresh(overwrite)
-    budget = config.train.max_minutes if max_minutes is None else max_minutes
-    return trainer.run(budget)
+    return trainer.run()

@@ -54,13 +54,12 @@ def output_dir_for(inputs: list[str]) -> Path:
     return Path("data/prepared") / (name if len(inputs) == 1 else f"{name}+{len(inputs) - 1}")
 
 
-def prepare(
-    config: DataConfig, inputs: list[str] | None = None, fmt: str | None = None
-) -> Prepared:
-    paths = [Path(p) for p in (inputs or config.inputs)]
+def prepare(config: DataConfig) -> Prepared:
+    """Prepare `config.inputs` into `config.dir` (see the module docstring)."""
+    paths = [Path(p) for p in config.inputs]
     if not paths:
         raise UserError("no input files: pass --input or set data.inputs in the config")
-    sources = [(path, check_format(path, fmt or config.format)) for path in paths]
+    sources = [(path, check_format(path, config.format)) for path in paths]
     out = Path(config.dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in [stats_file(out), meta_file(out), *out.glob(".prepare-*")]:
