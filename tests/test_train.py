@@ -1,3 +1,4 @@
+import copy
 import math
 import signal
 
@@ -241,3 +242,46 @@ def assert_same_run(a, b):
     timing = ("train_tokens_per_s", "minutes")
     strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
     assert strip(rows_a) == strip(rows_b) and len(rows_a) == 2
+
+
+def test_update_freq_is_one_update_over_the_batches_tokens(config):
+    """The gradient of an update over two batches is that of their summed loss divided by
+    their total target tokens (not the mean of two per-batch means)."""
+    config.model.dropout = 0.0
+    trainer = Trainer(with_train(config, update_freq=2, clip_norm=1e9), progress=False)
+    reference = copy.deepcopy(trainer.model)
+    seen = {}
+    trainer.optimizer.step = lambda: seen.update(
+        {n: p.grad.clone() for n, p in trainer.model.named_parameters()}
+    )
+    batches = [trainer.data.train[0], trainer.data.train[-1]]  # short and long sentences
+    assert batches[0].n_tokens != batches[1].n_tokens
+    trainer.train_step(batches)
+    loss = sum(
+        train_module.sequence_loss(reference(b.src, b.tgt_in, b.src_mask), b.tgt_out, 0.1)
+        for b in batches
+    )
+    (loss / sum(b.n_tokens for b in batches)).backward()
+    for name, param in reference.named_parameters():
+        torch.testing.assert_close(seen[name], param.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_out_of_memory_skips_the_batch_and_three_in_a_row_stop(config, monkeypatch):
+    calls = []
+    step = Trainer.train_step
+
+    def sometimes_out_of_memory(self, batches):
+        calls.append(len(batches))
+        if len(calls) in failing:
+            raise train_module.OUT_OF_MEMORY("CUDA out of memory (injected)")
+        return step(self, batches)
+
+    monkeypatch.setattr(Trainer, "train_step", sometimes_out_of_memory)
+    failing = {2}
+    result = train(with_train(config, max_epochs=1), progress=False)
+    assert result.state.skipped == 1 and result.history[0]["skipped_batches"] == 1
+    assert result.state.step == len(calls) - 1
+    calls.clear()
+    failing = {2, 3, 4}
+    with pytest.raises(UserError, match="out of memory 3 updates in a row.*train.max_tokens"):
+        train(config, overwrite=True, progress=False)

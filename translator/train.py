@@ -179,11 +179,12 @@ class Trainer:
     def step_or_skip(self, batches: list[Batch]) -> torch.Tensor:
         """`train_step`, except that running out of memory skips the batches with a warning
         (counted in metrics.tsv); OOM_LIMIT updates in a row stop training."""
+        step = self.state.step
         try:
             loss = self.train_step(batches)
         except OUT_OF_MEMORY:
             self.optimizer.zero_grad(set_to_none=True)
-            self.state.step -= 1  # the update did not happen
+            self.state.step = step  # the update did not happen
             self.state.skipped += len(batches)
             self.ooms_in_a_row += 1
             if self.device.type == "cuda":
