@@ -25,7 +25,7 @@ def trained(tmp_path_factory):
     config = tiny_config(tmp, train={"max_epochs": 25, "lr": 3e-3, "warmup_steps": 20})
     prepare(config.data)
     trainer = Trainer(config, progress=False)
-    trainer.run_dir.start(config.to_dict(), resume=False, overwrite=False)
+    trainer.run_dir.start(config.to_dict(), resume=False)
     trainer.run()
     translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     sentences = read_split(config.data.dir, "test")[0] + read_split(config.data.dir, "valid")[0]

@@ -156,7 +156,7 @@ def test_training_batches_are_lazy_and_equal_encoding_in_memory(tmp_path, corpus
             batch = batches[i]
             for name in ("src", "tgt_in", "tgt_out", "src_mask"):
                 assert torch.equal(getattr(batch, name), getattr(eager[i], name))
-            assert batch.n_tokens == eager[i].n_tokens
+            assert batch.n_tokens == eager[i].n_tokens == batches.tokens[i]
     assert len(collated) == 6  # only the batches looked at
 
 

@@ -34,7 +34,7 @@ def with_train(cfg, **values):
 
 def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
     trainer = Trainer(config, progress=False)
-    trainer.run_dir.start(config.to_dict(), resume=False, overwrite=False)
+    trainer.run_dir.start(config.to_dict(), resume=False)
     trainer.run()
     sentences = read_lines(split_file(config.data.dir, "test", "en"))
     in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
@@ -183,8 +183,8 @@ def recorded_losses(monkeypatch) -> list[float]:
     losses: list[float] = []
     step = Trainer.train_step
 
-    def recording(self, batches):
-        loss = step(self, batches)
+    def recording(self, batches, *args):
+        loss = step(self, batches, *args)
         losses.append(loss.item() / sum(b.n_tokens for b in batches))
         return loss
 
@@ -270,11 +270,11 @@ def test_out_of_memory_skips_the_batch_and_three_in_a_row_stop(config, monkeypat
     calls = []
     step = Trainer.train_step
 
-    def sometimes_out_of_memory(self, batches):
+    def sometimes_out_of_memory(self, batches, *args):
         calls.append(len(batches))
         if len(calls) in failing:
             raise train_module.OUT_OF_MEMORY("CUDA out of memory (injected)")
-        return step(self, batches)
+        return step(self, batches, *args)
 
     monkeypatch.setattr(Trainer, "train_step", sometimes_out_of_memory)
     failing = {2}

@@ -32,9 +32,9 @@ class RunDir:
         self.best = self.checkpoints / "best.pt"
         self.metrics = self.path / "metrics.tsv"
 
-    def start(self, config: dict[str, Any], resume: bool, overwrite: bool) -> None:
-        """Make the directory ready: a new run refuses to replace a trained one unless
-        `overwrite`; a resumed run needs last.pt. Writes config.json."""
+    def check(self, resume: bool, overwrite: bool) -> None:
+        """A new run refuses to replace a trained one unless `overwrite`; a resumed run
+        needs last.pt."""
         if resume and not self.last.is_file():
             raise UserError(f"nothing to resume: {self.last} does not exist")
         if not resume and self.last.exists() and not overwrite:
@@ -42,6 +42,9 @@ class RunDir:
                 f"{self.path} already holds a trained model: pass --resume to "
                 "continue it or --overwrite to start again"
             )
+
+    def start(self, config: dict[str, Any], resume: bool) -> None:
+        """Make the directory ready (a new run clears it) and write config.json."""
         if not resume:
             shutil.rmtree(self.checkpoints, ignore_errors=True)
             self.metrics.unlink(missing_ok=True)

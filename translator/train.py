@@ -19,13 +19,14 @@ import logging
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from translator.config import Config, from_dict
+from translator import distributed, resume
+from translator.config import Config
 from translator.data.batching import Batch, epoch_order
 from translator.data.dataset import load_training_data
 from translator.data.tokenizer import load_tokenizer
@@ -37,7 +38,7 @@ from translator.model import Transformer, count_parameters
 from translator.rundir import RunDir
 from translator.runtime import StopSignals, pick_device
 from translator.schedule import LRSchedule
-from translator.state import TrainState, random_state, seed_everything, set_random_state
+from translator.state import TrainState, seed_everything
 
 log = logging.getLogger(__name__)
 OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
@@ -68,8 +69,8 @@ class TrainResult:
 class Trainer:
     def __init__(self, config: Config, progress: bool = True):
         self.config, self.cfg = config, config.train
-        self.device = pick_device(self.cfg.device)
-        self.progress = progress
+        self.ranks, self.device = distributed.init(pick_device(self.cfg.device))
+        self.progress = progress and self.ranks.main
         self.created = time.perf_counter()
         self.run_dir = RunDir(self.cfg.run_dir)
         seed_everything(self.cfg.seed)
@@ -78,6 +79,12 @@ class Trainer:
         self.tgt_tok = load_tokenizer(self.data.tokenizer_models["tgt"])
         vocab = (self.src_tok.get_piece_size(), self.tgt_tok.get_piece_size())
         self.model = Transformer(config.model, *vocab).to(self.device)
+        replicated = self.model
+        if self.ranks.active:  # parameters start as rank 0's; dropout differs per rank
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            replicated = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+            torch.manual_seed(self.cfg.seed + self.ranks.rank)
+            log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(),
             lr=self.cfg.lr,
@@ -89,7 +96,8 @@ class Trainer:
         self.schedule = LRSchedule(self.optimizer, self.cfg)
         self.state = TrainState()
         # the compiled module shares the model's parameters; checkpoints save the model
-        self.forward = torch.compile(self.model, dynamic=True) if self.cfg.compile else self.model
+        self.forward = torch.compile(replicated, dynamic=True) if self.cfg.compile else replicated
+        self.replicated = replicated
         cuda = self.device.type == "cuda"
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
         self.epoch_loss = torch.zeros((), device=self.device)  # summed on the device: no sync
@@ -100,48 +108,17 @@ class Trainer:
 
     # ---- checkpoints -------------------------------------------------------------------
     def payload(self) -> dict:
-        self.state.epoch_loss = self.epoch_loss.item()
-        self.check_finite(self.state.epoch_loss)
-        self.state.elapsed = self.elapsed()
-        return {
-            "config": self.config.to_dict(),
-            "tokenizers": self.data.tokenizer_paths,
-            "tokenizer_models": self.data.tokenizer_models,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.schedule.state_dict(),
-            "train_state": asdict(self.state),
-            "rng": random_state(),
-        }
+        return resume.training_payload(self)
 
     def save(self) -> None:
-        """last.pt, then metrics.tsv from the history it holds."""
-        self.run_dir.save(self.payload())
-        self.run_dir.write_metrics(self.state.history)
+        """last.pt, then metrics.tsv from the history it holds (rank 0 writes)."""
+        payload = self.payload()
+        if self.ranks.main:
+            self.run_dir.save(payload)
+            self.run_dir.write_metrics(self.state.history)
 
     def restore(self) -> None:
-        path = self.run_dir.last
-        payload = self.run_dir.load()
-        if from_dict(payload["config"]).model != self.config.model:
-            raise UserError(
-                f"cannot resume {path}: the config's [model] section differs from "
-                "the one it was trained with"
-            )
-        if payload["tokenizer_models"] != self.data.tokenizer_models:
-            raise UserError(
-                f"cannot resume {path}: the tokenizers in {self.config.data.dir} "
-                "differ from the ones it was trained with (was prepare re-run?)"
-            )
-        if "schedule" not in payload:
-            raise UserError(f"cannot resume {path}: it was written by an older version")
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        self.schedule.load_state_dict(payload["schedule"])
-        self.state = TrainState(**payload["train_state"])
-        self.epoch_loss = torch.tensor(self.state.epoch_loss, device=self.device)
-        self.session_elapsed = self.state.elapsed
-        set_random_state(payload["rng"])
-        self.run_dir.write_metrics(self.state.history)  # drop rows written after last.pt
+        resume.restore(self)
 
     def elapsed(self) -> float:
         return self.session_elapsed + time.monotonic() - self.session_start
@@ -156,33 +133,47 @@ class Trainer:
             )
 
     # ---- updates -----------------------------------------------------------------------
-    def train_step(self, batches: list[Batch]) -> torch.Tensor:
-        """One optimiser update over `batches`, the loss normalised by all their target
-        tokens. Returns the summed loss, left on the device (no sync)."""
+    def train_step(
+        self, batches: list[Batch], tokens: int | None = None, counted: bool = True
+    ) -> torch.Tensor:
+        """One optimiser update over this rank's `batches`, the loss normalised by the
+        `tokens` of the whole update (all ranks; default: these batches'). `counted` False:
+        a stand-in batch for a rank with no share of this update, its loss multiplied by 0,
+        so the rank still joins the gradient all-reduce. Returns the summed loss, left on
+        the device (no sync)."""
         self.state.step += 1
         self.schedule.before_update(self.state.step)
-        tokens = sum(b.n_tokens for b in batches)
+        tokens = tokens or sum(b.n_tokens for b in batches)
         total = torch.zeros((), device=self.device)
-        for batch in batches:
+        for j, batch in enumerate(batches):
             batch = batch.pin_memory() if self.device.type == "cuda" else batch
             batch = batch.to(self.device, non_blocking=True)
-            with self.autocast:
-                logits = self.forward(batch.src, batch.tgt_in, batch.src_mask)
-            loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
-            (loss_sum / tokens).backward()
-            total += loss_sum.detach()
+            last = j == len(batches) - 1
+            with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
+                with self.autocast:
+                    logits = self.forward(batch.src, batch.tgt_in, batch.src_mask)
+                loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
+                # DDP averages gradients over ranks: × world makes them the update's sum
+                (loss_sum / tokens * self.ranks.world * counted).backward()
+            total += loss_sum.detach() * counted
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
-    def step_or_skip(self, batches: list[Batch]) -> torch.Tensor:
+    def step_or_skip(self, batches: list[Batch], tokens: int, counted: bool) -> torch.Tensor:
         """`train_step`, except that running out of memory skips the batches with a warning
-        (counted in metrics.tsv); OOM_LIMIT updates in a row stop training."""
+        (counted in metrics.tsv); OOM_LIMIT updates in a row stop training. Under torchrun
+        it stops at once: the other ranks are already waiting for this one's gradients."""
         step = self.state.step
         try:
-            loss = self.train_step(batches)
+            loss = self.train_step(batches, tokens, counted)
         except OUT_OF_MEMORY:
+            if self.ranks.active:
+                raise UserError(
+                    f"out of memory on rank {self.ranks.rank}: lower train.max_tokens "
+                    f"(now {self.cfg.max_tokens}) or raise train.update_freq instead"
+                ) from None
             self.optimizer.zero_grad(set_to_none=True)
             self.state.step = step  # the update did not happen
             self.state.skipped += len(batches)
@@ -204,7 +195,7 @@ class Trainer:
         is done, "budget" or "signal" when it stopped early (after a whole update)."""
         self.model.train()
         order = epoch_order(len(self.data.train), self.cfg.seed, self.state.epoch)
-        k = self.cfg.update_freq
+        per_update = self.cfg.update_freq * self.ranks.world
         bar = tqdm(
             total=len(order),
             initial=self.state.position,
@@ -214,14 +205,20 @@ class Trainer:
             disable=None if self.progress else True,
             dynamic_ncols=True,
         )
-        for start in range(self.state.position, len(order), k):
+        plan = self.data.train
+        for start in range(self.state.position, len(order), per_update):
             began = time.perf_counter()
-            batches = [self.data.train[i] for i in order[start : start + k]]
-            self.epoch_loss += self.step_or_skip(batches)
-            self.state.position = min(start + k, len(order))
-            self.state.epoch_tokens += sum(b.n_tokens for b in batches)
+            group = order[start : start + per_update]
+            share = group
+            if self.ranks.active:
+                share = distributed.deal(group, plan.tokens, self.ranks.world)[self.ranks.rank]
+            tokens = int(plan.tokens[group].sum())
+            batches = [plan[i] for i in share] or [plan[group[0]]]
+            self.epoch_loss += self.step_or_skip(batches, tokens, counted=bool(share))
+            self.state.position = min(start + per_update, len(order))
+            self.state.epoch_tokens += tokens
             self.state.epoch_seconds += time.perf_counter() - began
-            bar.update(len(batches))
+            bar.update(len(group))
             self.after_update(bar)
             if self.state.position < len(order):
                 stop = self.stop_requested(budget)
@@ -234,7 +231,7 @@ class Trainer:
     def after_update(self, bar: tqdm) -> None:
         step = self.state.step
         if step % self.cfg.log_every == 0 or step == 1:
-            loss = self.epoch_loss.item()  # the one host-device sync, every log_every steps
+            loss = self.global_loss()  # the one host-device sync, every log_every steps
             self.check_finite(loss)
             seconds = max(self.state.epoch_seconds, 1e-9)
             bar.set_postfix(
@@ -249,9 +246,15 @@ class Trainer:
             self.save()
 
     def stop_requested(self, budget: float) -> str | None:
-        if self.signals.requested is not None:
-            return "signal"
-        return "budget" if self.elapsed() > budget else None
+        """A signal or the budget, as one decision for all ranks."""
+        wish = 2 if self.signals.requested is not None else int(self.elapsed() > budget)
+        return {0: None, 1: "budget", 2: "signal"}[
+            distributed.highest(wish, self.ranks, self.device)
+        ]
+
+    def global_loss(self) -> float:
+        """The epoch's summed training loss so far, over all ranks."""
+        return distributed.sum_all(self.epoch_loss, self.ranks).item()
 
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> Validation:
@@ -259,7 +262,10 @@ class Trainer:
         greedy = replace(self.config.decode, beam=1)
         translator = Translator(self.model, self.src_tok, self.tgt_tok, greedy)
         data = self.data
-        result = validate(translator, data.valid, data.bleu_src, data.bleu_refs, self.autocast)
+        result = None
+        if self.ranks.main:
+            result = validate(translator, data.valid, data.bleu_src, data.bleu_refs, self.autocast)
+        result = distributed.from_main(result, self.ranks)
         self.model.train()
         self.check_finite(result.loss)
         return result
@@ -270,7 +276,7 @@ class Trainer:
             "complete": int(complete),
             "step": self.state.step,
             "lr": self.schedule.lr,
-            "train_loss": self.epoch_loss.item() / max(1, self.state.epoch_tokens),
+            "train_loss": self.global_loss() / max(1, self.state.epoch_tokens),
             "valid_loss": result.loss,
             "valid_bleu": result.bleu,
             "train_tokens_per_s": self.state.epoch_tokens / max(self.state.epoch_seconds, 1e-9),
@@ -293,9 +299,10 @@ class Trainer:
         self.state.bad_epochs = 0 if improved else self.state.bad_epochs + 1
         self.state.history.append(row)
         payload = self.payload()
-        self.write_weights(payload, improved, self.state.epoch)
-        self.run_dir.save(payload)
-        self.run_dir.write_metrics(self.state.history)
+        if self.ranks.main:
+            self.write_weights(payload, improved, self.state.epoch)
+            self.run_dir.save(payload)
+            self.run_dir.write_metrics(self.state.history)
         self.log_validation(row, result, improved)
         return row
 
@@ -307,8 +314,10 @@ class Trainer:
         result = self.validate()
         row = self.metrics_row(result, complete=False)
         improved = (result.bleu, -result.loss) > (self.state.best_bleu, -self.state.best_loss)
-        self.write_weights(self.payload(), improved, self.state.epoch + 1)
-        self.run_dir.write_metrics([*self.state.history, row])
+        payload = self.payload()
+        if self.ranks.main:
+            self.write_weights(payload, improved, self.state.epoch + 1)
+            self.run_dir.write_metrics([*self.state.history, row])
         self.log_validation(row, result, improved)
         return row
 
@@ -382,7 +391,13 @@ def train(
     config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
 ) -> TrainResult:
     trainer = Trainer(config, progress)
-    trainer.run_dir.start(config.to_dict(), resume, overwrite)
-    if resume:
-        trainer.restore()
-    return trainer.run()
+    try:
+        trainer.run_dir.check(resume, overwrite)
+        if trainer.ranks.main:
+            trainer.run_dir.start(config.to_dict(), resume)
+        distributed.from_main(None, trainer.ranks)  # the others wait for the directory
+        if resume:
+            trainer.restore()
+        return trainer.run()
+    finally:
+        distributed.finish(trainer.ranks)

@@ -36,6 +36,10 @@ class Batches(Sequence[Batch]):
         self.pairs = len(keep)
         self.dropped = len(src_lens) - len(keep)
         self.groups = [keep[g] for g in plan_batches(src_lens[keep], tgt_lens[keep], max_tokens)]
+        sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        flat = tgt_lens[np.concatenate(self.groups)] if self.groups else np.zeros(0, np.int64)
+        self.tokens = np.add.reduceat(flat, starts) if self.groups else flat  # per batch
 
     def __len__(self) -> int:
         return len(self.groups)

@@ -1,0 +1,99 @@
+"""Training on 2 processes (torchrun, gloo on the CPU) equals 1 process accumulating 2
+batches per update, and a resumed 2-process run equals an uninterrupted one; the batch
+dealing is balanced and the same on every rank."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_config
+
+from translator import checkpoint
+from translator.data.prepare import prepare
+from translator.distributed import deal
+from translator.train import train
+
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+def to_toml(config: dict) -> str:
+    """The config as TOML (tables of strings, numbers, booleans and lists of strings)."""
+    lines = []
+    for section, values in config.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            if isinstance(value, float) and not np.isfinite(value):
+                continue
+            lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def torchrun(config_file: Path, *options: str) -> None:
+    command = [str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "translator"]
+    command += ["train", "-c", str(config_file), *options]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return checkpoint.load(run_dir / "checkpoints/last.pt")["model"]
+
+
+def without_key_biases(model: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The weights but the key part of each attention bias. Its gradient is zero in exact
+    arithmetic (softmax ignores a constant added to every score), so what it gets is
+    rounding noise, which Adam (eps 1e-9) scales up to ±lr whenever two runs add their
+    gradients in a different order: 3e-4 apart after 8 updates where all else is 3e-8."""
+    kept = dict(model)
+    for name, tensor in model.items():
+        if name.endswith("qkv.bias"):
+            d = len(tensor) // 3
+            kept[name] = torch.cat([tensor[:d], tensor[2 * d :]])
+        elif name.endswith("kv.bias"):
+            kept[name] = tensor[len(tensor) // 2 :]
+    return kept
+
+
+def test_deal_balances_tokens_and_gives_every_batch_once():
+    tokens = np.array([100, 90, 80, 10, 10, 5])
+    shares = deal([0, 1, 2, 3, 4, 5], tokens, 2)
+    assert sorted(i for share in shares for i in share) == [0, 1, 2, 3, 4, 5]
+    assert shares == [[0, 3, 4, 5], [1, 2]]  # largest first, to the lighter rank: 125 / 170
+    assert deal([2, 0, 1], tokens, 3) == [[0], [1], [2]]
+    assert deal([5], tokens, 2) == [[5], []]  # a rank may get nothing: it joins with 0 loss
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed")
+def test_two_processes_equal_one_accumulating_and_resume_exactly(tmp_path, corpus):
+    config = tiny_config(tmp_path, model={"dropout": 0.0}, train={"max_epochs": 2})
+    prepare(config.data)
+    single = tiny_config(tmp_path, model={"dropout": 0.0}, train={"max_epochs": 2})
+    single.train.update_freq = 2
+    single.train.run_dir = str(tmp_path / "single")
+    train(single, progress=False)
+
+    raw = config.to_dict()
+    raw["train"].update(run_dir=str(tmp_path / "ddp"), device="cpu", max_epochs=1)
+    (tmp_path / "one.toml").write_text(to_toml(raw))
+    torchrun(tmp_path / "one.toml")
+    shutil.copy(tmp_path / "ddp/metrics.tsv", tmp_path / "after-epoch-1.tsv")
+    raw["train"]["max_epochs"] = 2
+    (tmp_path / "two.toml").write_text(to_toml(raw))
+    torchrun(tmp_path / "two.toml", "--resume")
+
+    ddp, straight = (without_key_biases(weights(tmp_path / d)) for d in ("ddp", "single"))
+    largest = max((ddp[n] - t).abs().max().item() for n, t in straight.items())
+    assert largest < 1e-5, largest
+    payload = checkpoint.load(tmp_path / "ddp/checkpoints/last.pt")
+    assert (
+        payload["train_state"]["step"]
+        == checkpoint.load(tmp_path / "single/checkpoints/last.pt")["train_state"]["step"]
+    )
+    assert len(payload["rng"]) == 2  # each rank's random state
+    rows = (tmp_path / "ddp/metrics.tsv").read_text().splitlines()
+    assert len(rows) == 3 and rows[:2] == (tmp_path / "after-epoch-1.tsv").read_text().splitlines()

@@ -1,0 +1,108 @@
+"""Training on several processes with torch.distributed, launched by torchrun:
+
+    torchrun --nproc_per_node 4 -m translator train -c configs/tatoeba-gpu.toml
+
+Each update takes the next `world × update_freq` batches of the epoch's (shared, seeded)
+order and deals them out so that every rank gets about the same number of target tokens;
+each rank normalises its loss by the tokens of all of them, so that the gradients averaged
+by DistributedDataParallel are those of the whole update. Every decision that could
+differ between ranks (stop for the time budget or a signal, NaN, early stopping, the
+learning rate) is made from values all ranks share: reduced or broadcast from rank 0.
+Only rank 0 writes checkpoints, metrics and progress bars. Backend: nccl on CUDA, gloo on
+the CPU. Without torchrun there is one process and nothing here does anything.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world > 1
+
+
+def launched_by_torchrun() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def init(device: torch.device) -> tuple[Ranks, torch.device]:
+    """Join the process group torchrun set up; on CUDA, each rank on its local GPU."""
+    if not launched_by_torchrun():
+        return Ranks(), device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank), device
+
+
+def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
+    """Batches `group` (with `tokens[i]` target tokens each) dealt to `world` ranks:
+    largest first, each to the rank with the fewest tokens so far (ties: lowest rank).
+    The same on every rank, since it depends on the plan alone."""
+    shares: list[list[int]] = [[] for _ in range(world)]
+    load = [0] * world
+    for i in sorted(group, key=lambda i: (-int(tokens[i]), i)):
+        rank = min(range(world), key=lambda r: (load[r], r))
+        shares[rank].append(i)
+        load[rank] += int(tokens[i])
+    return shares
+
+
+def sum_all(value: torch.Tensor, ranks: Ranks) -> torch.Tensor:
+    """The sum over ranks (a copy; `value` itself is left as it is)."""
+    total = value.detach().clone()
+    if ranks.active:
+        dist.all_reduce(total)
+    return total
+
+
+def highest(value: int, ranks: Ranks, device: torch.device) -> int:
+    """The largest `value` of all ranks: one answer for all."""
+    if not ranks.active:
+        return value
+    tensor = torch.tensor(value, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+def from_main(value: Any, ranks: Ranks) -> Any:
+    """Rank 0's `value`, on every rank."""
+    if not ranks.active:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather(value: Any, ranks: Ranks) -> list[Any]:
+    """Every rank's `value`, in rank order, on every rank."""
+    if not ranks.active:
+        return [value]
+    values: list[Any] = [None] * ranks.world
+    dist.all_gather_object(values, value)
+    return values
+
+
+def finish(ranks: Ranks) -> None:
+    if ranks.active and dist.is_initialized():
+        dist.destroy_process_group()
