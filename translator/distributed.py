@@ -9,7 +9,8 @@ by DistributedDataParallel are those of the whole update. Every decision that co
 differ between ranks (stop for the time budget or a signal, NaN, early stopping, the
 learning rate) is made from values all ranks share: reduced or broadcast from rank 0.
 Only rank 0 writes checkpoints, metrics and progress bars. Backend: nccl on CUDA, gloo on
-the CPU. Without torchrun there is one process and nothing here does anything.
+the CPU. Without torchrun there is one process and nothing here does anything; under torchrun
+with one process the same DDP path runs, with nothing to exchange.
 """
 
 from __future__ import annotations
@@ -28,18 +29,15 @@ class Ranks:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
+    active: bool = False  # in a process group (under torchrun, one process included)
 
     @property
     def main(self) -> bool:
         return self.rank == 0
 
-    @property
-    def active(self) -> bool:
-        return self.world > 1
-
 
 def launched_by_torchrun() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
 def init(device: torch.device) -> tuple[Ranks, torch.device]:
@@ -52,7 +50,7 @@ def init(device: torch.device) -> tuple[Ranks, torch.device]:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank), device
+    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, active=True), device
 
 
 def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
