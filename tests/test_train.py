@@ -247,8 +247,10 @@ def assert_same_run(a, b):
 def test_update_freq_is_one_update_over_the_batches_tokens(config):
     """The gradient of an update over two batches is that of their summed loss divided by
     their total target tokens (not the mean of two per-batch means)."""
-    config.model.dropout = 0.0
-    trainer = Trainer(with_train(config, update_freq=2, clip_norm=1e9), progress=False)
+    config.model.dropout = 0.0  # on the CPU in fp32: the arithmetic is the question here
+    trainer = Trainer(
+        with_train(config, update_freq=2, clip_norm=1e9, device="cpu"), progress=False
+    )
     reference = copy.deepcopy(trainer.model)
     seen = {}
     trainer.optimizer.step = lambda: seen.update(
@@ -257,10 +259,11 @@ def test_update_freq_is_one_update_over_the_batches_tokens(config):
     batches = [trainer.data.train[0], trainer.data.train[-1]]  # short and long sentences
     assert batches[0].n_tokens != batches[1].n_tokens
     trainer.train_step(batches)
-    loss = sum(
-        train_module.sequence_loss(reference(b.src, b.tgt_in, b.src_mask), b.tgt_out, 0.1)
-        for b in batches
-    )
+    on_device = [b.to(trainer.device) for b in batches]
+    with trainer.autocast:  # bf16 on CUDA, as the trainer computes
+        logits = [reference(b.src, b.tgt_in, b.src_mask) for b in on_device]
+    pairs = zip(logits, on_device, strict=True)
+    loss = sum(train_module.sequence_loss(x, b.tgt_out, 0.1) for x, b in pairs)
     (loss / sum(b.n_tokens for b in batches)).backward()
     for name, param in reference.named_parameters():
         torch.testing.assert_close(seen[name], param.grad, rtol=1e-4, atol=1e-7, msg=name)

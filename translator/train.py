@@ -146,7 +146,6 @@ class Trainer:
         tokens = tokens or sum(b.n_tokens for b in batches)
         total = torch.zeros((), device=self.device)
         for j, batch in enumerate(batches):
-            batch = batch.pin_memory() if self.device.type == "cuda" else batch
             batch = batch.to(self.device, non_blocking=True)
             last = j == len(batches) - 1
             with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
