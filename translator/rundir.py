@@ -44,7 +44,10 @@ class RunDir:
             )
 
     def start(self, config: dict[str, Any], resume: bool) -> None:
-        """Make the directory ready (a new run clears it) and write config.json."""
+        """Make the directory ready (a new run clears it; a resumed one loses the temporary
+        files of a write that was killed) and write config.json."""
+        for partial in self.checkpoints.glob(".*.tmp"):
+            partial.unlink()
         if not resume:
             shutil.rmtree(self.checkpoints, ignore_errors=True)
             self.metrics.unlink(missing_ok=True)

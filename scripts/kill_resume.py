@@ -1,0 +1,140 @@
+"""Kill training at random moments, resume it each time, and check nothing was lost.
+
+    python scripts/kill_resume.py              # 20 kills, configs/tiny.toml on the sample
+    python scripts/kill_resume.py --kills 5    # quicker
+
+Trains the bundled sample with configs/tiny.toml (dropout on) straight through once, as the
+reference. Then trains it again, SIGKILLing the process at a random moment N times (a
+checkpoint is written after every update, so some kills land while one is being written:
+those leave a temporary file behind, and are counted) and resuming after each kill with
+`--resume` (or afresh, if it died before its first checkpoint), then lets it finish.
+Passes when the final weights equal the reference's and so does metrics.tsv (all but its
+timing columns). Ends with one line: "N/N recovered, identical" or what went wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from translator import checkpoint  # noqa: E402
+from translator.rundir import RunDir  # noqa: E402
+
+TIMING = ("train_tokens_per_s", "minutes")
+
+
+def command(run_dir: Path, epochs: int, resume: bool) -> list[str]:
+    options = ["--resume"] if resume else ["--overwrite"]
+    sets = [f"train.run_dir={run_dir}", "train.save_every=1", f"train.max_epochs={epochs}"]
+    return [
+        sys.executable,
+        "-m",
+        "translator",
+        "train",
+        "-c",
+        "configs/tiny.toml",
+        *options,
+        *(x for s in sets for x in ("--set", s)),
+    ]
+
+
+def launch(run_dir: Path, epochs: int) -> subprocess.Popen:
+    resume = RunDir(run_dir).last.is_file()
+    return subprocess.Popen(
+        command(run_dir, epochs, resume),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def finish(run_dir: Path, epochs: int) -> None:
+    proc = launch(run_dir, epochs)
+    _, err = proc.communicate()
+    if proc.returncode:
+        sys.exit(f"error: training in {run_dir} failed: {err.decode()[-500:]}")
+
+
+def same_run(a: Path, b: Path) -> list[str]:
+    """What differs between two finished runs (empty: nothing)."""
+    problems = []
+    wa, wb = (checkpoint.load(RunDir(d).last)["model"] for d in (a, b))
+    for name, tensor in wa.items():
+        if not torch.equal(tensor, wb[name]):
+            problems.append(f"weights {name} differ by {(tensor - wb[name]).abs().max():.3g}")
+    rows = [
+        [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(d).metric_rows()]
+        for d in (a, b)
+    ]
+    if rows[0] != rows[1]:
+        problems.append("metrics.tsv differs")
+    return problems
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--most", type=float, default=5.0, help="longest life of a run, s")
+    parser.add_argument("--seed", type=int, default=0, help="for the kill moments")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/translator-kill-resume"))
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    work = args.work.resolve()
+    prepared = subprocess.run(
+        [sys.executable, "-m", "translator", "prepare", "-c", "configs/tiny.toml"],
+        cwd=ROOT,
+        capture_output=True,
+    )
+    if prepared.returncode:
+        sys.exit(f"error: prepare failed: {prepared.stderr.decode()[-500:]}")
+
+    straight, killed = work / "straight", work / "killed"
+    started = time.perf_counter()
+    finish(straight, args.epochs)
+    seconds = time.perf_counter() - started
+    print(f"reference: {args.epochs} epochs in {seconds:.1f} s", flush=True)
+
+    during_write = recovered = 0
+    for kill in range(1, args.kills + 1):
+        proc = launch(killed, args.epochs)
+        time.sleep(rng.uniform(1.0, args.most))  # start-up (importing torch) takes ~2 s
+        if proc.poll() is not None:
+            if proc.returncode:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                sys.exit(f"error: resuming after kill {kill - 1} failed: {err[-500:]}")
+            print(f"kill {kill}: the run had already finished", flush=True)
+            break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        leftovers = list(RunDir(killed).checkpoints.glob(".*.tmp"))
+        during_write += bool(leftovers)  # the next start clears them
+        recovered += 1
+        state = "no checkpoint yet"
+        if RunDir(killed).last.is_file():
+            s = checkpoint.load(RunDir(killed).last)["train_state"]
+            state = f"checkpoint at epoch {s['epoch'] + 1}, update {s['step']}"
+        writing = ", while writing a checkpoint" if leftovers else ""
+        print(f"kill {kill}: {state}{writing}", flush=True)
+    finish(killed, args.epochs)
+    problems = same_run(straight, killed)
+    print(f"{during_write} of the kills landed while a checkpoint was being written")
+    if problems:
+        print(f"{recovered}/{args.kills} recovered, NOT identical: " + "; ".join(problems[:5]))
+        sys.exit(1)
+    print(f"{recovered}/{args.kills} recovered, identical")
+
+
+if __name__ == "__main__":
+    main()
