@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import tiny_config
 
-from translator import checkpoint
+from translator import checkpoint, oom
 from translator import train as train_module
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
@@ -276,7 +276,7 @@ def test_out_of_memory_skips_the_batch_and_three_in_a_row_stop(config, monkeypat
     def sometimes_out_of_memory(self, batches, *args):
         calls.append(len(batches))
         if len(calls) in failing:
-            raise train_module.OUT_OF_MEMORY("CUDA out of memory (injected)")
+            raise oom.OUT_OF_MEMORY("CUDA out of memory (injected)")
         return step(self, batches, *args)
 
     monkeypatch.setattr(Trainer, "train_step", sometimes_out_of_memory)

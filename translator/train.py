@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from translator import distributed, resume
+from translator import distributed, epoch_end, oom, resume
 from translator.config import Config
 from translator.data.batching import Batch, epoch_order
 from translator.data.dataset import load_training_data
@@ -41,8 +41,6 @@ from translator.schedule import LRSchedule
 from translator.state import TrainState, seed_everything
 
 log = logging.getLogger(__name__)
-OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
-OOM_LIMIT = 3
 
 
 class TrainingDiverged(UserError):
@@ -160,35 +158,6 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
-    def step_or_skip(self, batches: list[Batch], tokens: int, counted: bool) -> torch.Tensor:
-        """`train_step`, except that running out of memory skips the batches with a warning
-        (counted in metrics.tsv); OOM_LIMIT updates in a row stop training. Under torchrun
-        it stops at once: the other ranks are already waiting for this one's gradients."""
-        step = self.state.step
-        try:
-            loss = self.train_step(batches, tokens, counted)
-        except OUT_OF_MEMORY:
-            if self.ranks.active:
-                raise UserError(
-                    f"out of memory on rank {self.ranks.rank}: lower train.max_tokens "
-                    f"(now {self.cfg.max_tokens}) or raise train.update_freq instead"
-                ) from None
-            self.optimizer.zero_grad(set_to_none=True)
-            self.state.step = step  # the update did not happen
-            self.state.skipped += len(batches)
-            self.ooms_in_a_row += 1
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            log.warning("warning: out of memory at step %d: skipped", self.state.step + 1)
-            if self.ooms_in_a_row >= OOM_LIMIT:
-                raise UserError(
-                    f"out of memory {OOM_LIMIT} updates in a row: lower train.max_tokens "
-                    f"(now {self.cfg.max_tokens}) or raise train.update_freq instead"
-                ) from None
-            return torch.zeros((), device=self.device)
-        self.ooms_in_a_row = 0
-        return loss
-
     def train_epoch(self, budget: float) -> str | None:
         """Train from the saved position to the end of the epoch. Returns None when the epoch
         is done, "budget" or "signal" when it stopped early (after a whole update)."""
@@ -213,7 +182,7 @@ class Trainer:
                 share = distributed.deal(group, plan.tokens, self.ranks.world)[self.ranks.rank]
             tokens = int(plan.tokens[group].sum())
             batches = [plan[i] for i in share] or [plan[group[0]]]
-            self.epoch_loss += self.step_or_skip(batches, tokens, counted=bool(share))
+            self.epoch_loss += oom.step_or_skip(self, batches, tokens, counted=bool(share))
             self.state.position = min(start + per_update, len(order))
             self.state.epoch_tokens += tokens
             self.state.epoch_seconds += time.perf_counter() - began
@@ -269,78 +238,6 @@ class Trainer:
         self.check_finite(result.loss)
         return result
 
-    def metrics_row(self, result: Validation, complete: bool) -> dict:
-        return {
-            "epoch": self.state.epoch + 1,
-            "complete": int(complete),
-            "step": self.state.step,
-            "lr": self.schedule.lr,
-            "train_loss": self.global_loss() / max(1, self.state.epoch_tokens),
-            "valid_loss": result.loss,
-            "valid_bleu": result.bleu,
-            "train_tokens_per_s": self.state.epoch_tokens / max(self.state.epoch_seconds, 1e-9),
-            "skipped_batches": self.state.skipped,
-            "minutes": self.elapsed() / 60,
-        }
-
-    def end_of_epoch(self) -> dict:
-        """Validate, step the schedule, save: best.pt and the snapshot before last.pt, so a
-        kill in between is redone from the previous last.pt with the same outcome."""
-        result = self.validate()
-        row = self.metrics_row(result, complete=True)
-        self.check_finite(row["train_loss"])
-        self.state.start_next_epoch()
-        self.epoch_loss.zero_()
-        self.schedule.after_epoch(result.loss, self.state.step)
-        improved = (result.bleu, -result.loss) > (self.state.best_bleu, -self.state.best_loss)
-        if improved:
-            self.state.best_bleu, self.state.best_loss = result.bleu, result.loss
-        self.state.bad_epochs = 0 if improved else self.state.bad_epochs + 1
-        self.state.history.append(row)
-        payload = self.payload()
-        if self.ranks.main:
-            self.write_weights(payload, improved, self.state.epoch)
-            self.run_dir.save(payload)
-            self.run_dir.write_metrics(self.state.history)
-        self.log_validation(row, result, improved)
-        return row
-
-    def budget_cut(self) -> dict:
-        """Out of time mid-epoch: save the exact state first, then validate the weights as
-        they are for best.pt, a snapshot and a metrics row marked incomplete. The state is
-        left as if the cut had not happened, so a resumed run goes on identically."""
-        self.save()
-        result = self.validate()
-        row = self.metrics_row(result, complete=False)
-        improved = (result.bleu, -result.loss) > (self.state.best_bleu, -self.state.best_loss)
-        payload = self.payload()
-        if self.ranks.main:
-            self.write_weights(payload, improved, self.state.epoch + 1)
-            self.run_dir.write_metrics([*self.state.history, row])
-        self.log_validation(row, result, improved)
-        return row
-
-    def write_weights(self, payload: dict, improved: bool, epoch: int) -> None:
-        if improved:
-            self.run_dir.save_best(payload)
-        if self.cfg.keep_last:
-            self.run_dir.save_snapshot(payload, epoch, self.cfg.keep_last)
-
-    def log_validation(self, row: dict, result: Validation, improved: bool) -> None:
-        log.info(
-            "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s"
-            " | %s → %s",
-            row["epoch"],
-            "" if row["complete"] else " (cut short)",
-            row["train_loss"],
-            result.loss,
-            result.bleu,
-            " (best)" if improved else "",
-            row["train_tokens_per_s"],
-            self.data.bleu_src[0],
-            result.hypotheses[0],
-        )
-
     # ---- the whole run -----------------------------------------------------------------
     def run(self) -> TrainResult:
         budget = self.cfg.max_minutes * 60 if self.cfg.max_minutes > 0 else math.inf
@@ -372,9 +269,9 @@ class Trainer:
             if stopped == "signal":
                 self.interrupt()
             if stopped == "budget":
-                history.append(self.budget_cut())
+                history.append(epoch_end.budget_cut(self))
                 return f"time budget of {self.cfg.max_minutes:g} minutes used"
-            history.append(self.end_of_epoch())
+            history.append(epoch_end.end_of_epoch(self))
 
     def interrupt(self) -> None:
         self.save()
