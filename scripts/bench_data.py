@@ -142,7 +142,7 @@ def main() -> None:
     for size in args.sizes:
         rows.append(bench(size, args))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    print(f"\n{os.cpu_count()} CPU cores; config {args.config.relative_to(ROOT)}\n")
+    print(f"\n{os.cpu_count()} CPU cores; config {args.config}\n")
     print(table(rows))
 
 

@@ -3,7 +3,13 @@ import random
 import numpy as np
 import torch
 
-from translator.data.batching import collate, collate_padded, make_batches, plan_batches, shuffled
+from translator.data.batching import (
+    collate,
+    collate_padded,
+    epoch_order,
+    make_batches,
+    plan_batches,
+)
 from translator.data.ids import Ids
 from translator.data.tokenizer import BOS, EOS, PAD
 
@@ -70,10 +76,14 @@ def test_batches_are_length_sorted_and_shuffled_per_epoch():
     batches = make_batches(seqs, seqs, max_tokens=64)
     widths = [b.tgt_out.size(1) for b in batches]
     assert widths == sorted(widths)
-    epoch0 = [b.tgt_out.size(1) for b in shuffled(batches, seed=1, epoch=0)]
-    epoch1 = [b.tgt_out.size(1) for b in shuffled(batches, seed=1, epoch=1)]
+
+    def shuffled(seed, epoch):
+        return [batches[i] for i in epoch_order(len(batches), seed, epoch)]
+
+    epoch0 = [b.tgt_out.size(1) for b in shuffled(seed=1, epoch=0)]
+    epoch1 = [b.tgt_out.size(1) for b in shuffled(seed=1, epoch=1)]
     assert sorted(epoch0) == sorted(widths) and epoch0 != epoch1
-    assert epoch0 == [b.tgt_out.size(1) for b in shuffled(batches, seed=1, epoch=0)]
+    assert epoch0 == [b.tgt_out.size(1) for b in shuffled(seed=1, epoch=0)]
 
 
 def test_collate_pads_shifts_and_masks():

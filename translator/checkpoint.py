@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -46,10 +45,6 @@ def save(payload: dict[str, Any], path: Path) -> None:
 
 def write_text(path: Path, text: str) -> None:
     _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def copy(src: Path, dst: Path) -> None:
-    _atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 SNAPSHOT = "epoch{:04d}.pt"

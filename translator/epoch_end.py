@@ -39,7 +39,7 @@ def end_of_epoch(trainer: Trainer) -> dict:
     trainer.state.start_next_epoch()
     trainer.epoch_loss.zero_()
     trainer.schedule.after_epoch(result.loss, trainer.state.step)
-    improved = (result.bleu, -result.loss) > (trainer.state.best_bleu, -trainer.state.best_loss)
+    improved = improves(trainer, result)
     if improved:
         trainer.state.best_bleu, trainer.state.best_loss = result.bleu, result.loss
     trainer.state.bad_epochs = 0 if improved else trainer.state.bad_epochs + 1
@@ -57,16 +57,21 @@ def budget_cut(trainer: Trainer) -> dict:
     """Out of time mid-epoch: save the exact state first, then validate the weights as
     they are for best.pt, a snapshot and a metrics row marked incomplete. The state is
     left as if the cut had not happened, so a resumed run goes on identically."""
-    trainer.save()
-    result = trainer.validate()
+    payload = trainer.save()
+    result = trainer.validate()  # of the weights in `payload`
     row = metrics_row(trainer, result, complete=False)
-    improved = (result.bleu, -result.loss) > (trainer.state.best_bleu, -trainer.state.best_loss)
-    payload = trainer.payload()
+    improved = improves(trainer, result)
     if trainer.ranks.main:
         write_weights(trainer, payload, improved, trainer.state.epoch + 1)
         trainer.run_dir.write_metrics([*trainer.state.history, row])
     log_validation(trainer, row, result, improved)
     return row
+
+
+def improves(trainer: Trainer, result: Validation) -> bool:
+    """Better BLEU than the best so far, ties broken by validation loss."""
+    best = trainer.state
+    return (result.bleu, -result.loss) > (best.best_bleu, -best.best_loss)
 
 
 def write_weights(trainer: Trainer, payload: dict, improved: bool, epoch: int) -> None:

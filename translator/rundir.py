@@ -46,8 +46,9 @@ class RunDir:
     def start(self, config: dict[str, Any], resume: bool) -> None:
         """Make the directory ready (a new run clears it; a resumed one loses the temporary
         files of a write that was killed) and write config.json."""
-        for partial in self.checkpoints.glob(".*.tmp"):
-            partial.unlink()
+        for directory in (self.path, self.checkpoints):
+            for partial in directory.glob(".*.tmp"):
+                partial.unlink()
         if not resume:
             shutil.rmtree(self.checkpoints, ignore_errors=True)
             self.metrics.unlink(missing_ok=True)

@@ -108,12 +108,14 @@ class Trainer:
     def payload(self) -> dict:
         return resume.training_payload(self)
 
-    def save(self) -> None:
-        """last.pt, then metrics.tsv from the history it holds (rank 0 writes)."""
+    def save(self) -> dict:
+        """last.pt, then metrics.tsv from the history it holds (rank 0 writes). Returns
+        what was saved."""
         payload = self.payload()
         if self.ranks.main:
             self.run_dir.save(payload)
             self.run_dir.write_metrics(self.state.history)
+        return payload
 
     def restore(self) -> None:
         resume.restore(self)

@@ -10,7 +10,7 @@ decoder reads it shifted right behind BOS (teacher forcing):
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,15 +34,6 @@ class Batch:
             move(self.tgt_in),
             move(self.tgt_out),
             move(self.src_mask),
-            self.n_tokens,
-        )
-
-    def pin_memory(self) -> Batch:
-        return Batch(
-            self.src.pin_memory(),
-            self.tgt_in.pin_memory(),
-            self.tgt_out.pin_memory(),
-            self.src_mask.pin_memory(),
             self.n_tokens,
         )
 
@@ -73,22 +64,17 @@ def padding_mask(ids: torch.Tensor) -> torch.Tensor:
     return (ids != PAD)[:, None, None, :]
 
 
-def pad(seqs: Sequence[np.ndarray], prefix: int | None = None) -> torch.Tensor:
-    """Right-pad int sequences with PAD into a (B, L) long tensor, optionally prefixing one id."""
-    extra = prefix is not None
-    out = torch.full((len(seqs), max(len(s) for s in seqs) + extra), PAD, dtype=torch.long)
+def pad(seqs: Sequence[np.ndarray]) -> torch.Tensor:
+    """Right-pad int sequences with PAD into a (B, L) long tensor."""
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD, dtype=torch.long)
     for row, seq in enumerate(seqs):
-        if extra:
-            out[row, 0] = prefix
-        out[row, extra : extra + len(seq)] = torch.from_numpy(seq)
+        out[row, : len(seq)] = torch.from_numpy(seq)
     return out
 
 
 def collate(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> Batch:
-    src_ids = pad(src)
-    tgt_out = pad(tgt)
-    tgt_in = pad([seq[:-1] for seq in tgt], prefix=BOS)  # drop EOS, put BOS in front
-    return Batch(src_ids, tgt_in, tgt_out, padding_mask(src_ids), sum(len(s) for s in tgt))
+    """A batch from in-memory sequences that end in EOS."""
+    return collate_padded(pad(src).numpy(), pad(tgt).numpy())
 
 
 def collate_padded(src: np.ndarray, tgt: np.ndarray) -> Batch:
@@ -152,8 +138,3 @@ def epoch_order(batches: int, seed: int, epoch: int) -> list[int]:
     order = list(range(batches))
     random.Random(seed * 1_000_003 + epoch).shuffle(order)
     return order
-
-
-def shuffled(batches: Sequence[Batch], seed: int, epoch: int) -> Iterator[Batch]:
-    """The batches in `epoch_order`, each fetched (and so collated) only when reached."""
-    return (batches[i] for i in epoch_order(len(batches), seed, epoch))
