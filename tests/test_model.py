@@ -1,11 +1,12 @@
 import pytest
 import torch
 
-from translator.config import ModelConfig
+from translator.config import ModelConfig, TrainConfig
 from translator.data.batching import padding_mask
 from translator.data.tokenizer import PAD
 from translator.loss import sequence_loss
 from translator.model import Transformer
+from translator.optim import build_optimizer, parameter_groups
 
 SRC_V, TGT_V = 50, 60
 
@@ -141,3 +142,20 @@ def test_allocator_setting_applies_on_glibc():
     assert keep_freed_memory() == (
         platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     )
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_weight_decay_reaches_matrices_only(tie):
+    net = model(tie_embeddings=tie)
+    decayed, kept = (group["params"] for group in parameter_groups(net, 0.01))
+    names = {id(p): n for n, p in net.named_parameters()}
+    decayed_names = {names[id(p)] for p in decayed}
+    kept_names = {names[id(p)] for p in kept}
+    assert len(decayed) + len(kept) == len(list(net.parameters()))  # each once
+    assert all(p.ndim == 2 for p in decayed)
+    assert not any("norm" in n or n.endswith(".bias") or "embed" in n for n in decayed_names)
+    assert "decoder.0.self_attn.qkv.weight" in decayed_names
+    assert "tgt_embed.tokens.weight" in kept_names  # the tied projection with it
+    assert ("project.weight" in decayed_names) == (not tie)
+    optimizer = build_optimizer(net, TrainConfig(weight_decay=0.01))
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.01, 0.0]

@@ -49,7 +49,8 @@ def restore(trainer: Trainer) -> None:
             f"cannot resume {path}: the tokenizers in {trainer.config.data.dir} "
             "differ from the ones it was trained with (was prepare re-run?)"
         )
-    if "schedule" not in payload:
+    groups = len(trainer.optimizer.param_groups)
+    if "schedule" not in payload or len(payload["optimizer"]["param_groups"]) != groups:
         raise UserError(f"cannot resume {path}: it was written by an older version")
     trainer.model.load_state_dict(payload["model"])
     trainer.optimizer.load_state_dict(payload["optimizer"])

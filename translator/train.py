@@ -35,6 +35,7 @@ from translator.evaluate import Validation, validate
 from translator.inference import Translator
 from translator.loss import sequence_loss
 from translator.model import Transformer, count_parameters
+from translator.optim import build_optimizer
 from translator.rundir import RunDir
 from translator.runtime import StopSignals, pick_device
 from translator.schedule import LRSchedule
@@ -83,14 +84,7 @@ class Trainer:
             replicated = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
             torch.manual_seed(self.cfg.seed + self.ranks.rank)
             log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
-            lr=self.cfg.lr,
-            betas=(0.9, 0.98),
-            eps=1e-9,
-            weight_decay=self.cfg.weight_decay,
-            fused=True,  # one kernel for all parameters: 4.8x faster than the loop on CPU
-        )
+        self.optimizer = build_optimizer(self.model, self.cfg)
         self.schedule = LRSchedule(self.optimizer, self.cfg)
         self.state = TrainState()
         # the compiled module shares the model's parameters; checkpoints save the model
