@@ -97,3 +97,30 @@ def test_two_processes_equal_one_accumulating_and_resume_exactly(tmp_path, corpu
     assert len(payload["rng"]) == 2  # each rank's random state
     rows = (tmp_path / "ddp/metrics.tsv").read_text().splitlines()
     assert len(rows) == 3 and rows[:2] == (tmp_path / "after-epoch-1.tsv").read_text().splitlines()
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed")
+def test_two_processes_resume_mid_epoch_exactly_with_dropout(tmp_path, corpus):
+    """Cut by the time budget after the first update, then resumed: each rank's random
+    state (its own dropout masks) and the epoch position come back."""
+    config = tiny_config(tmp_path, model={"dropout": 0.3}, train={"max_epochs": 1})
+    prepare(config.data)
+    raw = config.to_dict()
+    runs = {}
+    for name in ("straight", "cut"):
+        raw["train"].update(run_dir=str(tmp_path / name), device="cpu")
+        runs[name] = tmp_path / f"{name}.toml"
+        runs[name].write_text(to_toml(raw))
+    torchrun(runs["straight"])
+    torchrun(runs["cut"], "--max-minutes", "1e-6")
+    cut = checkpoint.load(tmp_path / "cut/checkpoints/last.pt")["train_state"]
+    assert cut["position"] == 2 and cut["epoch"] == 0  # one update of 2 batches, mid-epoch
+    torchrun(runs["cut"], "--resume", "--max-minutes", "0")
+    straight, resumed = (weights(tmp_path / d) for d in ("straight", "cut"))
+    for name, tensor in straight.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=1e-6, msg=name)
+    metrics = [(tmp_path / d / "metrics.tsv").read_text().splitlines() for d in runs]
+    columns = metrics[0][0].split("\t")
+    timing = [columns.index(c) for c in ("train_tokens_per_s", "minutes")]
+    strip = lambda rows: [[v for i, v in enumerate(r.split("\t")) if i not in timing] for r in rows]  # noqa: E731
+    assert strip(metrics[0]) == strip(metrics[1])

@@ -134,16 +134,6 @@ def test_forward_flops_match_pytorchs_count():
     assert counter.get_total_flops() == 3 * forward_flops(m.cfg, 7, 5, TGT_V)
 
 
-def test_allocator_setting_applies_on_glibc():
-    import platform
-
-    from translator.runtime import keep_freed_memory
-
-    assert keep_freed_memory() == (
-        platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-    )
-
-
 @pytest.mark.parametrize("tie", [True, False])
 def test_weight_decay_reaches_matrices_only(tie):
     net = model(tie_embeddings=tie)

@@ -30,6 +30,7 @@ class Ranks:
     world: int = 1
     local_rank: int = 0
     active: bool = False  # in a process group (under torchrun, one process included)
+    control: Any = None  # the gloo group for host-side decisions (None: the default group)
 
     @property
     def main(self) -> bool:
@@ -50,7 +51,9 @@ def init(device: torch.device) -> tuple[Ranks, torch.device]:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, active=True), device
+    control = dist.new_group(backend="gloo") if device.type == "cuda" else None
+    ranks = Ranks(dist.get_rank(), dist.get_world_size(), local_rank, True, control)
+    return ranks, device
 
 
 def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
@@ -74,12 +77,15 @@ def sum_all(value: torch.Tensor, ranks: Ranks) -> torch.Tensor:
     return total
 
 
-def highest(value: int, ranks: Ranks, device: torch.device) -> int:
-    """The largest `value` of all ranks: one answer for all."""
+def highest(value: int, ranks: Ranks) -> int:
+    """The largest `value` of all ranks: one answer for all. Exchanged between the hosts
+    (gloo), so that asking after every update does not wait for the GPU: through nccl
+    the answer would need a device sync, which left the GPU idle while the host prepared
+    the next update."""
     if not ranks.active:
         return value
-    tensor = torch.tensor(value, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    tensor = torch.tensor(value)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=ranks.control)
     return int(tensor.item())
 
 
@@ -88,7 +94,7 @@ def from_main(value: Any, ranks: Ranks) -> Any:
     if not ranks.active:
         return value
     box = [value]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=ranks.control)
     return box[0]
 
 
@@ -97,7 +103,7 @@ def gather(value: Any, ranks: Ranks) -> list[Any]:
     if not ranks.active:
         return [value]
     values: list[Any] = [None] * ranks.world
-    dist.all_gather_object(values, value)
+    dist.all_gather_object(values, value, group=ranks.control)
     return values
 
 

@@ -212,9 +212,7 @@ class Trainer:
     def stop_requested(self, budget: float) -> str | None:
         """A signal or the budget, as one decision for all ranks."""
         wish = 2 if self.signals.requested is not None else int(self.elapsed() > budget)
-        return {0: None, 1: "budget", 2: "signal"}[
-            distributed.highest(wish, self.ranks, self.device)
-        ]
+        return {0: None, 1: "budget", 2: "signal"}[distributed.highest(wish, self.ranks)]
 
     def global_loss(self) -> float:
         """The epoch's summed training loss so far, over all ranks."""
