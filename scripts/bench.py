@@ -21,6 +21,7 @@ Ends with one line: ratios: train=… greedy=… beam5=… mfu=…
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from dataclasses import replace
@@ -31,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
+import bench_engines  # noqa: E402
 from reference import naive  # noqa: E402
 
 from translator import config as config_module  # noqa: E402
@@ -156,6 +158,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=1500)
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per decoding engine row (median)"
+    )
+    parser.add_argument(
         "--skip-reference-training",
         action="store_true",
         help="e.g. on a GPU, where the fp32 reference is not the question",
@@ -219,7 +224,8 @@ def main() -> None:
             " barely trained, so not representative: train the config first)"
         )
     valid, test = read_split(data_dir, "valid")[0], read_split(data_dir, "test")[0]
-    sources = translator.encode((test + valid)[: args.sentences])
+    texts = (test + valid)[: args.sentences]
+    sources = translator.encode(texts)
     limits = translator.limits([len(s) for s in sources]).tolist()
     model = translator.model.eval()
     n = len(sources)
@@ -246,10 +252,21 @@ def main() -> None:
         f"  (greedy wrote {tokens / n:.1f} tokens per sentence; {greedy_time:.2f} s greedy, "
         f"{beam_time:.2f} s beam 5, {ref_time:.2f} s reference)"
     )
+    engines = ""
+    if importlib.util.find_spec("ctranslate2") is None:
+        print("\n(CTranslate2 rows skipped: it is not installed)")
+    else:
+        threads = torch.get_num_threads()
+        print(f"\ndecoding engines, same sentences, {threads} threads, medians of {args.repeats}")
+        found = bench_engines.compare(
+            translator, texts, sources, data_dir, threads, args.repeats, compare_outputs
+        )
+        bench_engines.print_rows(found, n)
+        engines = " " + bench_engines.summary(found)
     train_ratio = ours / rows[0][2] if not args.skip_reference_training else float("nan")
     print(
         f"\nratios: train={train_ratio:.2f} greedy={ref_time / greedy_time:.2f} "
-        f"beam5={ref_time / beam_time:.2f} mfu={mfu:.2f}"
+        f"beam5={ref_time / beam_time:.2f} mfu={mfu:.2f}{engines}"
     )
 
 

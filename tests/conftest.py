@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import random
 import subprocess
 import sys
@@ -112,3 +114,15 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def to_toml(config: dict) -> str:
+    """The config as TOML (tables of strings, numbers, booleans and lists of strings)."""
+    lines = []
+    for section, values in config.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                continue
+            lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines) + "\n"

@@ -2,7 +2,6 @@
 batches per update, and a resumed 2-process run equals an uninterrupted one; the batch
 dealing is balanced and the same on every rank."""
 
-import json
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import tiny_config, to_toml
 
 from translator import checkpoint
 from translator.data.prepare import prepare
@@ -19,18 +18,6 @@ from translator.distributed import deal
 from translator.train import train
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
-
-
-def to_toml(config: dict) -> str:
-    """The config as TOML (tables of strings, numbers, booleans and lists of strings)."""
-    lines = []
-    for section, values in config.items():
-        lines.append(f"[{section}]")
-        for key, value in values.items():
-            if isinstance(value, float) and not np.isfinite(value):
-                continue
-            lines.append(f"{key} = {json.dumps(value)}")
-    return "\n".join(lines) + "\n"
 
 
 def torchrun(config_file: Path, *options: str) -> None:

@@ -86,6 +86,10 @@ class DecodeConfig:
     length_penalty: float = 0.6  # GNMT alpha for beam search: score = log P / ((5+len)/6)^alpha
     max_len_a: float = 1.5  # output limit: a * source tokens + b
     max_len_b: int = 10
+    engine: str = "torch"  # torch (our model) or ctranslate2 (a `translator export` directory)
+    model_dir: str = ""  # the exported directory the ctranslate2 engine reads
+    threads: int = 0  # ctranslate2: threads per worker (0: its default)
+    workers: int = 1  # ctranslate2: translators decoding batches in parallel
 
 
 @dataclass
@@ -102,6 +106,7 @@ class Config:
 CHOICES = {
     "data.format": ("auto", "tatoeba", "anki", "jsonl"),
     "model.norm": ("pre", "post"),
+    "decode.engine": ("torch", "ctranslate2"),
 }
 
 
@@ -164,6 +169,7 @@ def validate(config: Config) -> None:
         "train.lr": config.train.lr,
         "decode.batch_size": config.decode.batch_size,
         "decode.beam": config.decode.beam,
+        "decode.workers": config.decode.workers,
         "data.src_vocab_size": config.data.src_vocab_size,
         "data.tgt_vocab_size": config.data.tgt_vocab_size,
         "data.tokenizer_sentences": config.data.tokenizer_sentences,
@@ -177,6 +183,13 @@ def validate(config: Config) -> None:
         raise UserError("config key 'train.save_every' must be >= 0 (0: at epoch ends only)")
     if config.data.workers < 0:
         raise UserError("config key 'data.workers' must be >= 0 (0: every core)")
+    if config.decode.threads < 0:
+        raise UserError("config key 'decode.threads' must be >= 0 (0: the engine's default)")
+    if config.decode.engine == "ctranslate2" and not config.decode.model_dir:
+        raise UserError(
+            "the ctranslate2 engine needs decode.model_dir (--model DIR), a directory "
+            "written by `translator export`"
+        )
     if config.decode.length_penalty < 0:
         raise UserError("config key 'decode.length_penalty' must be >= 0")
     if not 0 <= m.dropout < 1:

@@ -25,9 +25,8 @@ from translator.data.batching import Batch
 from translator.data.layout import read_references, split_file
 from translator.data.lines import read_lines, write_lines
 from translator.errors import UserError
-from translator.inference import Translator
+from translator.inference import Translator, open_translator, output_origin
 from translator.loss import sequence_loss
-from translator.runtime import pick_device
 
 
 @dataclass
@@ -122,13 +121,11 @@ def evaluate_files(
         sources, references = read_references(config.data.dir, split)
     else:
         sources, references = read_eval_set(src, refs)
-    translator, _ = Translator.from_checkpoint(
-        checkpoint, pick_device(config.train.device), config.decode
-    )
-    hypotheses = translator.translate(sources)
+    hypotheses = open_translator(config, checkpoint).translate(sources)
     scores = score(hypotheses, references)
     search = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
-    hyp_path = checkpoint.with_name(f"{checkpoint.stem}.{src.name}{search}.hyp")
+    origin = output_origin(config, checkpoint)
+    hyp_path = origin.with_name(f"{origin.stem}.{src.name}{search}.hyp")
     write_lines(hyp_path, hypotheses)
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
     return EvalResult(scores, hyp_path)

@@ -18,38 +18,23 @@ from translator.data.normalize import CONTROL, normalize_en
 from translator.data.tokenizer import EOS, Tokenizer, load_tokenizer
 from translator.decode import beam_search, greedy
 from translator.model import Transformer
+from translator.runtime import pick_device
 
 log = logging.getLogger(__name__)
 _UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
 
 
-class Translator:
+class TextTranslator:
+    """The text side of translating, the same for every engine: normalise, encode, cut to
+    the model's positions, search (the engine's), detokenize. Engines implement `search`."""
+
     def __init__(
-        self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig
+        self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig, max_positions: int
     ):
-        self.model = model
         self.src_tok = src_tok
         self.tgt_tok = tgt_tok
         self.decode = decode
-
-    @classmethod
-    def from_checkpoint(
-        cls, path: str | Path, device: torch.device, decode: DecodeConfig | None = None
-    ) -> tuple[Translator, Config]:
-        """The model and tokenizers saved in a checkpoint; decoding settings from `decode`,
-        or the ones the checkpoint was trained with."""
-        payload = load_checkpoint(path)
-        config = from_dict(payload["config"])
-        src_tok = load_tokenizer(payload["tokenizer_models"]["src"])
-        tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
-        model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
-        model.load_state_dict(payload["model"])
-        model.to(device).eval()
-        return cls(model, src_tok, tgt_tok, decode or config.decode), config
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        self.max_positions = max_positions
 
     def translate(self, sentences: Sequence[str]) -> list[str]:
         """English sentences → Chinese, in input order. Blank inputs give blank outputs."""
@@ -72,7 +57,7 @@ class Translator:
     def encode(self, texts: Sequence[str], lines: Sequence[int] | None = None) -> list[np.ndarray]:
         """Normalised text → source ids ending in EOS, cut to the model's max_positions
         with a warning naming the input's line (`lines`, default 1, 2, …)."""
-        limit = self.model.cfg.max_positions
+        limit = self.max_positions
         sources = encode(texts, self.src_tok)
         lines = lines or range(1, len(texts) + 1)
         for i, seq in enumerate(sources):
@@ -91,7 +76,40 @@ class Translator:
         model's positions (BOS takes one)."""
         lengths = torch.tensor(source_lengths)
         limit = (lengths * self.decode.max_len_a + self.decode.max_len_b).long()
-        return limit.clamp(max=self.model.cfg.max_positions - 1)
+        return limit.clamp(max=self.max_positions - 1)
+
+    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
+        """Source ids → output ids (no BOS/EOS), in input order."""
+        raise NotImplementedError
+
+
+class Translator(TextTranslator):
+    """Our PyTorch model as the engine."""
+
+    def __init__(
+        self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig
+    ):
+        super().__init__(src_tok, tgt_tok, decode, model.cfg.max_positions)
+        self.model = model
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str | Path, device: torch.device, decode: DecodeConfig | None = None
+    ) -> tuple[Translator, Config]:
+        """The model and tokenizers saved in a checkpoint; decoding settings from `decode`,
+        or the ones the checkpoint was trained with."""
+        payload = load_checkpoint(path)
+        config = from_dict(payload["config"])
+        src_tok = load_tokenizer(payload["tokenizer_models"]["src"])
+        tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
+        model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
+        model.load_state_dict(payload["model"])
+        model.to(device).eval()
+        return cls(model, src_tok, tgt_tok, decode or config.decode), config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
 
     def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
         """Source ids → output ids (no BOS/EOS), in input order. Sentences are sorted by
@@ -116,3 +134,25 @@ class Translator:
                 outputs[i] = ids
         self.model.train(was_training)
         return outputs
+
+
+def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
+    """The engine `decode.engine` names: our model from `checkpoint` (on `train.device`),
+    or the CTranslate2 directory `decode.model_dir`; decoding settings from `decode`."""
+    device = pick_device(config.train.device)
+    if config.decode.engine == "ctranslate2":
+        from translator.ct2 import CTranslate2Translator
+
+        return CTranslate2Translator.from_dir(
+            config.decode.model_dir,
+            config.decode,
+            device=device.type,
+            threads=config.decode.threads,
+            workers=config.decode.workers,
+        )
+    return Translator.from_checkpoint(checkpoint, device, config.decode)[0]
+
+
+def output_origin(config: Config, checkpoint: Path) -> Path:
+    """What the engine decodes from: where eval writes its hypotheses beside."""
+    return Path(config.decode.model_dir) if config.decode.engine == "ctranslate2" else checkpoint

@@ -1,0 +1,146 @@
+"""The decoding engines side by side, for scripts/bench.py: our PyTorch decoder against
+CTranslate2 float32 and int8 (the same model exported with `translator export`), on the
+same sentences with the same search and length limits, CTranslate2 run both with all
+intra-op threads in one translator and as that many workers of one thread. Each row:
+sentences/s, target tokens/s, test BLEU (each distinct test sentence once, against all its
+references) and the speed ratio to our decoder with the same search. CTranslate2 float32
+greedy output must equal ours but at exact logit ties (checked like the reference's)."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from translator import checkpoint as checkpoint_module
+from translator.data.layout import read_references
+from translator.evaluate import score
+from translator.export import export
+from translator.inference import Translator
+
+
+@dataclass
+class Row:
+    engine: str
+    search: str
+    seconds: float
+    tokens: int
+    bleu: float
+    ratio: float = 1.0  # speed ÷ our decoder's, same search
+    note: str = ""
+    outputs: list | None = None
+
+
+def timed_search(translator, sources, repeats: int):
+    """The outputs for `sources` and the median time of `repeats` searches."""
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = translator.search(sources)
+        times.append(time.perf_counter() - start)
+    return out, statistics.median(times)
+
+
+def test_bleu(translator, outputs, texts, data_dir) -> float:
+    """BLEU of `outputs` (ids, one per text) for the distinct test sentences among `texts`,
+    each scored once against all its references."""
+    english, references = read_references(data_dir, "test")
+    first: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        first.setdefault(text, i)
+    kept = [(first[e], refs) for e, refs in zip(english, references, strict=True) if e in first]
+    hyps = [translator.detokenize(outputs[i]) for i, _ in kept]
+    return score(hyps, [refs for _, refs in kept]).bleu
+
+
+def compare(
+    translator: Translator, texts, sources, data_dir, threads: int, repeats: int, check_greedy
+) -> list[Row]:
+    """Rows for ours and CTranslate2 (float32, int8 × one translator of `threads` threads,
+    `threads` translators of one) × (greedy, beam 5)."""
+    from translator.ct2 import CTranslate2Translator
+
+    rows, ours = [], {}
+    for beam in (1, 5):
+        mine = Translator(
+            translator.model,
+            translator.src_tok,
+            translator.tgt_tok,
+            replace(translator.decode, beam=beam),
+        )
+        out, seconds = timed_search(mine, sources, repeats)
+        ours[beam] = Row("ours (PyTorch)", f"beam {beam}", seconds, _tokens(out), 0.0)
+        ours[beam].bleu = test_bleu(mine, out, texts, data_dir)
+        ours[beam].outputs = out
+        rows.append(ours[beam])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.pt"
+        checkpoint_module.save(_payload(translator), path)
+        for quantization in ("float32", "int8"):
+            model_dir = export(path, Path(tmp) / quantization, quantization)
+            for workers, per in ((1, threads), (threads, 1)):
+                for beam in (1, 5):
+                    theirs = CTranslate2Translator.from_dir(
+                        model_dir,
+                        replace(translator.decode, beam=beam),
+                        threads=per,
+                        workers=workers,
+                    )
+                    out, seconds = timed_search(theirs, sources, repeats)
+                    note = _agreement(out, ours[beam].outputs)
+                    if quantization == "float32" and beam == 1:
+                        ties = check_greedy(translator, sources, ours[1].outputs, out)
+                        note = "identical output" + (f" but for {ties} tie(s)" if ties else "")
+                    engine = f"CT2 {quantization} {workers}×{per} thr"
+                    bleu = test_bleu(theirs, out, texts, data_dir)
+                    ratio = ours[beam].seconds / seconds
+                    rows.append(
+                        Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note)
+                    )
+    return rows
+
+
+def print_rows(rows: list[Row], n: int) -> None:
+    print(f"  {'engine':26s} {'search':7s} {'sent/s':>7s} {'tok/s':>7s} {'BLEU':>6s} {'ratio':>6s}")
+    for r in rows:
+        print(
+            f"  {r.engine:26s} {r.search:7s} {n / r.seconds:7.1f} {r.tokens / r.seconds:7.0f} "
+            f"{r.bleu:6.2f} {r.ratio:6.2f}  {r.note}"
+        )
+
+
+def _tokens(outputs) -> int:
+    return sum(len(o) for o in outputs)
+
+
+def _agreement(outputs, ours) -> str:
+    same = sum(a == b for a, b in zip(outputs, ours, strict=True))
+    return f"{same}/{len(ours)} as ours"
+
+
+def _payload(translator: Translator) -> dict:
+    """What `translator export` reads from a checkpoint, for an in-memory model."""
+    from translator.config import Config
+
+    model = translator.model
+    config = Config(model=model.cfg, decode=translator.decode)
+    return {
+        "config": config.to_dict(),
+        "tokenizer_models": {
+            "src": translator.src_tok.serialized_model_proto(),
+            "tgt": translator.tgt_tok.serialized_model_proto(),
+        },
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+
+
+def summary(rows: list[Row]) -> str:
+    """The engine ratios for the closing line: CTranslate2's speed ÷ ours, 1 translator."""
+    pick = {
+        (r.engine.split()[1], r.search): r.ratio
+        for r in rows
+        if r.engine.startswith("CT2 ") and r.engine.split()[2].startswith("1×")
+    }
+    return " ".join(f"ct2_{q}_{s.replace(' ', '')}={ratio:.2f}" for (q, s), ratio in pick.items())

@@ -1,0 +1,167 @@
+"""`translator export` to CTranslate2: the exported model decodes as ours does (greedy:
+sentence for sentence; beam: the same with length penalty 0, where the two penalties
+agree), for pre- and post-norm, tied and untied; int8 loads and stays close; errors are
+one line. Skipped when ctranslate2 is not installed (CI installs it)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config, to_toml
+
+from translator import checkpoint as checkpoint_module
+from translator.config import DecodeConfig
+from translator.data.prepare import prepare
+from translator.errors import UserError
+from translator.export import export
+from translator.inference import Translator
+from translator.train import train
+
+ct2 = pytest.importorskip("ctranslate2")
+from translator.ct2 import CTranslate2Translator  # noqa: E402
+
+SENTENCES = [en for en, _ in generated_pairs(300, seed=7)[:60]] + [
+    "Tom?",
+    "",
+    "The quick brown fox jumps over the lazy dog while Mary draws the flower.",
+    "I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I.",
+    "Café, naïve – “quoted” 123 456.",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained for a few epochs (pre-norm, tied), and its best checkpoint."""
+    tmp = tmp_path_factory.mktemp("trained")
+    from conftest import write_tatoeba
+
+    write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))
+    config = tiny_config(tmp, train={"max_epochs": 4})
+    prepare(config.data)
+    train(config, progress=False)
+    return tmp / "run/checkpoints/best.pt"
+
+
+def random_checkpoint(trained, tmp_path, **model_changes):
+    """The trained checkpoint's tokenizers with a freshly initialised model of another
+    shape: random weights make long outputs that run into the length limit."""
+    payload = checkpoint_module.load(trained)
+    payload["config"]["model"].update(model_changes)
+    translator, config = Translator.from_checkpoint(trained, torch.device("cpu"))
+    torch.manual_seed(1)
+    from translator.model import Transformer
+
+    model = Transformer(
+        dataclasses.replace(config.model, **model_changes),
+        translator.src_tok.get_piece_size(),
+        translator.tgt_tok.get_piece_size(),
+    )
+    payload["model"] = model.state_dict()
+    path = tmp_path / "random.pt"
+    checkpoint_module.save(payload, path)
+    return path
+
+
+def both(checkpoint, tmp_path, decode: DecodeConfig, quantization=None):
+    ours, _ = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode)
+    out = export(checkpoint, tmp_path / f"ct2-{quantization}", quantization, force=True)
+    theirs = CTranslate2Translator.from_dir(out, decode, threads=1)
+    return ours, theirs
+
+
+def test_greedy_output_equals_ours_sentence_for_sentence(trained, tmp_path):
+    ours, theirs = both(trained, tmp_path, DecodeConfig(batch_size=16))
+    expected = ours.translate(SENTENCES)
+    assert theirs.translate(SENTENCES) == expected
+    assert sum(bool(t) for t in expected) > 50  # real translations, not empty lines
+
+
+@pytest.mark.parametrize(
+    "shape", [{"norm": "post"}, {"tie_embeddings": False}, {"norm": "post", "decoder_layers": 2}]
+)
+def test_greedy_parity_for_other_shapes_up_to_the_length_limit(trained, tmp_path, shape):
+    path = random_checkpoint(trained, tmp_path, **shape)
+    decode = DecodeConfig(batch_size=7, max_len_a=1.0, max_len_b=3)
+    ours, theirs = both(path, tmp_path, decode)
+    ids = ours.encode(SENTENCES[:30])
+    expected = ours.search(ids)
+    assert theirs.search(ids) == expected
+    assert any(
+        len(out) == 1 * len(src) + 3 for out, src in zip(expected, ids, strict=True)
+    )  # limit
+
+
+def test_beam_search_equals_ours_without_length_penalty(trained, tmp_path):
+    decode = DecodeConfig(batch_size=16, beam=5, length_penalty=0.0)
+    ours, theirs = both(trained, tmp_path, decode)
+    assert theirs.translate(SENTENCES) == ours.translate(SENTENCES)
+
+
+def test_int8_model_translates_close_to_float32(trained, tmp_path):
+    decode = DecodeConfig(batch_size=16)
+    ours, theirs = both(trained, tmp_path, decode, quantization="int8")
+    expected, got = ours.translate(SENTENCES[:60]), theirs.translate(SENTENCES[:60])
+    same = sum(a == b for a, b in zip(expected, got, strict=True))
+    assert same >= 54, f"{same}/60 equal"  # int8 may flip a near tie, not many
+
+
+def test_export_refuses_an_existing_directory_and_unknown_quantization(trained, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UserError, match="exists; pass --force"):
+        export(trained, out)
+    with pytest.raises(UserError, match="unknown quantization 'int4'"):
+        export(trained, tmp_path / "other", "int4")
+
+
+def test_missing_ctranslate2_is_one_clear_error(trained, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ctranslate2(name, *args, **kwargs):
+        if name == "ctranslate2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ctranslate2)
+    with pytest.raises(UserError, match=r'pip install "translator\[ctranslate2\]"'):
+        export(trained, tmp_path / "out")
+
+
+def test_a_directory_not_written_by_export_is_refused(tmp_path):
+    with pytest.raises(UserError, match="not a directory written by `translator export`"):
+        CTranslate2Translator.from_dir(tmp_path)
+
+
+def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path):
+    run = trained.parents[1]
+    config = tiny_config(run.parent)
+    (tmp_path / "tiny.toml").write_text(to_toml(config.to_dict()))
+    cfg = ["-c", str(tmp_path / "tiny.toml")]
+
+    exported = run_cli("export", str(run), "--out", "ct2", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert "wrote ct2 (float32)" in exported.stdout and (tmp_path / "ct2/model.bin").is_file()
+    assert_one_line_error(run_cli("export", str(run), "--out", "ct2", cwd=tmp_path), "--force")
+
+    engine = ["--engine", "ctranslate2", "--model", "ct2"]
+    stdin = "Tom can see the cat.\n\nWe will buy the car.\n"
+    ours = run_cli("translate", *cfg, "-", cwd=tmp_path, stdin=stdin)
+    theirs = run_cli("translate", *cfg, *engine, "-", cwd=tmp_path, stdin=stdin)
+    assert ours.returncode == 0 and theirs.returncode == 0, theirs.stderr
+    assert theirs.stdout == ours.stdout and len(ours.stdout.split("\n")) == 4
+
+    for beam in ("1", "4"):
+        scored = [
+            run_cli("eval", *cfg, *extra, "--beam", beam, "--length-penalty", "0", cwd=tmp_path)
+            for extra in ([], engine)
+        ]
+        assert all(s.returncode == 0 for s in scored), scored[1].stderr
+        assert scored[0].stdout.splitlines()[0] == scored[1].stdout.splitlines()[0]  # BLEU
+    assert (tmp_path / "ct2.test.en.beam4.hyp").is_file()
+
+    missing = run_cli("translate", *cfg, "--engine", "ctranslate2", "Hi.", cwd=tmp_path)
+    assert_one_line_error(missing, "decode.model_dir", "--model DIR")

@@ -1,0 +1,136 @@
+"""Building a model: prepare, train, average."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    DeviceOpt,
+    SetOpt,
+    app,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def prepare(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    input: Annotated[  # noqa: A002 - the option is --input
+        list[Path] | None,
+        typer.Option("--input", "-i", help="Corpus file (repeatable); default: data.inputs."),
+    ] = None,
+    format: Annotated[  # noqa: A002
+        str | None, typer.Option("--format", help="auto, tatoeba, anki or jsonl.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Processes (data.workers; 0: every core).")
+    ] = None,
+    set_: SetOpt = None,
+):
+    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers; encode
+    the splits.
+
+    With --input and no --out, the output goes to data/prepared/<input name>, never over
+    the config's data.dir."""
+    from translator.data.prepare import output_dir_for
+    from translator.data.prepare import prepare as run_prepare
+
+    inputs = [str(p) for p in input] if input else None
+    if out is None and inputs:
+        out = output_dir_for(inputs)
+    values = {
+        "data.inputs": inputs,
+        "data.format": format,
+        "data.dir": None if out is None else str(out),
+        "data.workers": workers,
+    }
+    configured_dir = config_module.load(config, set_ or []).data.dir
+    cfg = config_module.load(config, set_ or [], values)
+    setup_process()
+    result = run_prepare(cfg.data)
+    s = result.stats
+    for example in s["malformed_examples"]:
+        typer.echo(f"skipped {example}", err=True)
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in s["malformed_by_kind"].items())
+    typer.echo(
+        f"read {s['rows_read']:,} rows from {len(s['inputs'])} file(s): {s['malformed']:,} "
+        f"malformed{f' ({kinds})' if kinds else ''}, {s['headers']:,} header(s), "
+        f"{s['empty']:,} empty, {s['filtered']:,} filtered (too long or bad length ratio), "
+        f"{s['duplicates']:,} duplicates; {s['traditional_converted']:,} converted to simplified"
+    )
+    splits = " | ".join(f"{name} {count:,}" for name, count in s["splits"].items())
+    typer.echo(
+        f"{s['pairs']:,} pairs in {s['groups']:,} groups sharing no sentence (largest "
+        f"{s['largest_group']:,}) → {splits}"
+    )
+    typer.echo(f"wrote splits, spm.en.model, spm.zh.model, ids and stats.json to {result.dir}")
+    stages = ", ".join(f"{name} {sec:.1f} s" for name, sec in result.seconds.items())
+    total = sum(result.seconds.values())
+    readers = f"{result.workers} process{'es' if result.workers > 1 else ''}"
+    typer.echo(f"took {total:.1f} s: {stages} (read by {readers})")
+    if cfg.data.dir != configured_dir:
+        typer.echo(f"to train on it: translator train -c {config} --set data.dir='{out}'")
+
+
+@app.command()
+@user_errors
+def train(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from last.pt.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Start again, replacing an existing run.")
+    ] = False,
+    max_minutes: Annotated[
+        float | None, typer.Option("--max-minutes", help="Time budget (default: the config's).")
+    ] = None,
+    device: DeviceOpt = None,
+    set_: SetOpt = None,
+):
+    """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
+    from translator.train import Interrupted
+    from translator.train import train as run_train
+
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other")
+    values = {"train.device": device, "train.max_minutes": max_minutes}
+    cfg = config_module.load(config, set_ or [], values)
+    setup_process()
+    try:
+        result = run_train(cfg, resume=resume, overwrite=overwrite)
+    except Interrupted as stop:
+        typer.echo(str(stop), err=True)
+        raise typer.Exit(128 + stop.signum) from None
+    state = result.state
+    where = f"after epoch {state.epoch}"
+    if state.position:
+        where = f"in epoch {state.epoch + 1} ({state.position}/{result.batches_per_epoch} batches)"
+    typer.echo(f"stopped {where}, {state.step:,} updates: {result.stop_reason}")
+    typer.echo(
+        f"best valid BLEU {state.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
+    )
+
+
+@app.command()
+@user_errors
+def average(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (train.run_dir).")],
+    last: Annotated[int, typer.Option("--last", help="How many newest epochs to average.")] = 5,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Default: checkpoints/average<N>.pt.")
+    ] = None,
+):
+    """Average the weights of a run's last N epochs into one checkpoint."""
+    from translator.checkpoint import average_last
+
+    path = average_last(run_dir, last, output)
+    typer.echo(f"wrote {path}: the mean of the last {last} epochs' weights")

@@ -1,0 +1,116 @@
+"""What every subcommand shares: the Typer app, the common options, logging set-up and the
+turning of user errors into one line and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tqdm import tqdm
+
+from translator import config as config_module
+from translator.errors import UserError
+from translator.runtime import keep_freed_memory
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="English→Chinese neural machine translation: prepare → train → translate → eval.",
+)
+
+ConfigOpt = Annotated[
+    Path,
+    typer.Option(
+        "--config", "-c", help="TOML config; paths in it are relative to the current directory."
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config value, e.g. --set train.lr=5e-4 (repeatable)."),
+]
+DeviceOpt = Annotated[
+    str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (default: the config's).")
+]
+CheckpointOpt = Annotated[
+    Path | None,
+    typer.Option("--checkpoint", help="Checkpoint to use (default: the run's best.pt)."),
+]
+BeamOpt = Annotated[
+    int | None, typer.Option("--beam", help="Beam size; 1 is greedy (default: decode.beam).")
+]
+PenaltyOpt = Annotated[
+    float | None,
+    typer.Option("--length-penalty", help="GNMT length penalty alpha for beam search."),
+]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option("--engine", help="torch (our model) or ctranslate2 (needs --model)."),
+]
+ModelDirOpt = Annotated[
+    Path | None,
+    typer.Option("--model", help="A directory written by `translator export` (ctranslate2)."),
+]
+DEFAULT_CONFIG = config_module.DEFAULT_CONFIG
+
+
+class _TqdmHandler(logging.Handler):
+    """Log lines printed above any progress bar instead of through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tqdm.write(self.format(record), file=sys.stderr)
+
+
+def setup_process() -> None:
+    """Log lines on stderr; also the process-wide CPU settings every heavy command wants."""
+    keep_freed_memory()
+    handler = _TqdmHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("translator")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def user_errors(command):
+    """Turn UserError (and Ctrl-C) into one line on stderr and a non-zero exit."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def default_checkpoint(cfg: config_module.Config, given: Path | None) -> Path:
+    from translator.rundir import RunDir
+
+    return given or RunDir(cfg.train.run_dir).best
+
+
+def run_options(
+    device: str | None,
+    beam: int | None,
+    length_penalty: float | None,
+    engine: str | None = None,
+    model_dir: Path | None = None,
+) -> dict[str, object]:
+    """The flags of translate and eval, as the config keys they set."""
+    return {
+        "train.device": device,
+        "decode.beam": beam,
+        "decode.length_penalty": length_penalty,
+        "decode.engine": engine,
+        "decode.model_dir": None if model_dir is None else str(model_dir),
+    }

@@ -1,0 +1,141 @@
+"""Using a model: translate, eval, export."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    BeamOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    DeviceOpt,
+    EngineOpt,
+    ModelDirOpt,
+    PenaltyOpt,
+    SetOpt,
+    app,
+    default_checkpoint,
+    run_options,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def translate(
+    text: Annotated[
+        list[str] | None, typer.Argument(help="Sentences to translate; '-' reads stdin.")
+    ] = None,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    input: Annotated[  # noqa: A002
+        Path | None, typer.Option("--input", "-i", help="File with one sentence a line.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write translations here.")
+    ] = None,
+    checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    length_penalty: PenaltyOpt = None,
+    device: DeviceOpt = None,
+    engine: EngineOpt = None,
+    model: ModelDirOpt = None,
+    set_: SetOpt = None,
+):
+    """Translate English sentences into Chinese (greedy, or beam search with --beam)."""
+    from translator.data.lines import read_lines, read_stdin_lines, write_lines
+    from translator.inference import open_translator
+
+    sentences: list[str] = []
+    for item in text or []:
+        sentences.extend(read_stdin_lines() if item == "-" else [item])
+    if input is not None:
+        sentences.extend(read_lines(input))
+    if not text and input is None:
+        raise UserError("nothing to translate: give sentences, '-' for stdin, or --input FILE")
+    cfg = config_module.load(
+        config, set_ or [], run_options(device, beam, length_penalty, engine, model)
+    )
+    setup_process()
+    results = open_translator(cfg, default_checkpoint(cfg, checkpoint)).translate(sentences)
+    if output is not None:
+        write_lines(output, results)
+    else:
+        sys.stdout.write("".join(r + "\n" for r in results))
+
+
+@app.command("eval")
+@user_errors
+def evaluate(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
+    ref: Annotated[
+        list[Path] | None,
+        typer.Option("--ref", help="Chinese reference file, line-aligned with --src (repeatable)."),
+    ] = None,
+    split: Annotated[
+        str, typer.Option("--split", help="Prepared split to score without --src: test or valid.")
+    ] = "test",
+    checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    length_penalty: PenaltyOpt = None,
+    device: DeviceOpt = None,
+    engine: EngineOpt = None,
+    model: ModelDirOpt = None,
+    set_: SetOpt = None,
+):
+    """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
+    English sentence translated once, scored against all its translations."""
+    from translator.evaluate import evaluate_files
+
+    cfg = config_module.load(
+        config, set_ or [], run_options(device, beam, length_penalty, engine, model)
+    )
+    if (src is None) != (not ref):
+        raise UserError("--src and --ref go together")
+    if split not in ("test", "valid"):
+        raise UserError(f"--split must be test or valid, got {split!r}")
+    setup_process()
+    result = evaluate_files(cfg, default_checkpoint(cfg, checkpoint), src, ref or [], split)
+    s = result.scores
+    typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
+    typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")
+    if s.references > s.sentences:
+        typer.echo(
+            f"first reference only: BLEU = {s.bleu_1ref:.2f}, chrF = {s.chrf_1ref:.2f}  "
+            f"{s.bleu_1ref_signature}"
+        )
+    typer.echo(
+        f"{s.sentences:,} sentences, {s.references:,} references; hypotheses in {result.hypotheses}"
+    )
+
+
+@app.command()
+@user_errors
+def export(
+    source: Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")],
+    quantization: Annotated[
+        str | None,
+        typer.Option("--quantization", help="int8, int8_float32, float16, bfloat16, … (none)."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
+):
+    """Write a CTranslate2 model directory (with both tokenizers and the decoding defaults)
+    for `translate`/`eval --engine ctranslate2 --model DIR`."""
+    from translator.export import export as run_export
+    from translator.rundir import RunDir
+
+    checkpoint = RunDir(source).best if source.is_dir() else source
+    if not checkpoint.is_file():
+        raise UserError(f"no checkpoint at {checkpoint}")
+    setup_process()
+    path = run_export(checkpoint, out, quantization, force)
+    typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")
