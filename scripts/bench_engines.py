@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch
+
 from translator import checkpoint as checkpoint_module
 from translator.data.layout import read_references
 from translator.evaluate import score
@@ -55,50 +57,72 @@ def test_bleu(translator, outputs, texts, data_dir) -> float:
     return score(hyps, [refs for _, refs in kept]).bleu
 
 
+def variants(device: str, threads: int) -> list[tuple[str, int, int]]:
+    """(quantization, translators, threads each) to run CTranslate2 with: on the CPU float32
+    and int8, as one translator of all threads and as one translator per thread; on CUDA
+    float32, float16 and int8_float16, one translator."""
+    if device == "cuda":
+        return [("float32", 1, 1), ("float16", 1, 1), ("int8_float16", 1, 1)]
+    return [(q, w, t) for q in ("float32", "int8") for w, t in ((1, threads), (threads, 1))]
+
+
+def our_rows(translator, texts, sources, data_dir, repeats) -> list[Row]:
+    """Our decoder, greedy and beam 5; on CUDA also under bf16 autocast."""
+    rows = []
+    cuda = translator.device.type == "cuda"
+    for precision in ("float32", "bf16") if cuda else ("float32",):
+        autocast = torch.autocast("cuda", torch.bfloat16, enabled=precision == "bf16")
+        for beam in (1, 5):
+            mine = Translator(
+                translator.model,
+                translator.src_tok,
+                translator.tgt_tok,
+                replace(translator.decode, beam=beam),
+            )
+            with autocast:
+                out, seconds = timed_search(mine, sources, repeats)
+            row = Row(f"ours PyTorch {precision}", f"beam {beam}", seconds, _tokens(out), 0.0)
+            row.bleu, row.outputs = test_bleu(mine, out, texts, data_dir), out
+            base = next((r for r in rows if r.search == row.search), row)  # float32's
+            row.ratio = base.seconds / seconds
+            rows.append(row)
+    return rows
+
+
 def compare(
     translator: Translator, texts, sources, data_dir, threads: int, repeats: int, check_greedy
 ) -> list[Row]:
-    """Rows for ours and CTranslate2 (float32, int8 × one translator of `threads` threads,
-    `threads` translators of one) × (greedy, beam 5)."""
+    """Rows for ours and CTranslate2 (`variants`) × (greedy, beam 5); ratios to our
+    float32 decoder with the same search."""
     from translator.ct2 import CTranslate2Translator
 
-    rows, ours = [], {}
-    for beam in (1, 5):
-        mine = Translator(
-            translator.model,
-            translator.src_tok,
-            translator.tgt_tok,
-            replace(translator.decode, beam=beam),
-        )
-        out, seconds = timed_search(mine, sources, repeats)
-        ours[beam] = Row("ours (PyTorch)", f"beam {beam}", seconds, _tokens(out), 0.0)
-        ours[beam].bleu = test_bleu(mine, out, texts, data_dir)
-        ours[beam].outputs = out
-        rows.append(ours[beam])
+    device = translator.device.type
+    rows = our_rows(translator, texts, sources, data_dir, repeats)
+    ours = {int(r.search.split()[1]): r for r in rows[:2]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         checkpoint_module.save(_payload(translator), path)
-        for quantization in ("float32", "int8"):
-            model_dir = export(path, Path(tmp) / quantization, quantization)
-            for workers, per in ((1, threads), (threads, 1)):
-                for beam in (1, 5):
-                    theirs = CTranslate2Translator.from_dir(
-                        model_dir,
-                        replace(translator.decode, beam=beam),
-                        threads=per,
-                        workers=workers,
-                    )
-                    out, seconds = timed_search(theirs, sources, repeats)
-                    note = _agreement(out, ours[beam].outputs)
-                    if quantization == "float32" and beam == 1:
-                        ties = check_greedy(translator, sources, ours[1].outputs, out)
-                        note = "identical output" + (f" but for {ties} tie(s)" if ties else "")
-                    engine = f"CT2 {quantization} {workers}×{per} thr"
-                    bleu = test_bleu(theirs, out, texts, data_dir)
-                    ratio = ours[beam].seconds / seconds
-                    rows.append(
-                        Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note)
-                    )
+        for quantization, workers, per in variants(device, threads):
+            model_dir = Path(tmp) / quantization
+            if not model_dir.exists():
+                export(path, model_dir, quantization)
+            for beam in (1, 5):
+                theirs = CTranslate2Translator.from_dir(
+                    model_dir,
+                    replace(translator.decode, beam=beam),
+                    device=device,
+                    threads=per,
+                    workers=workers,
+                )
+                out, seconds = timed_search(theirs, sources, repeats)
+                note = _agreement(out, ours[beam].outputs)
+                if quantization == "float32" and beam == 1:
+                    ties = check_greedy(translator, sources, ours[1].outputs, out)
+                    note = "identical output" + (f" but for {ties} tie(s)" if ties else "")
+                engine = f"CT2 {quantization} {workers}×{per} thr"
+                bleu = test_bleu(theirs, out, texts, data_dir)
+                ratio = ours[beam].seconds / seconds
+                rows.append(Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note))
     return rows
 
 

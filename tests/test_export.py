@@ -165,3 +165,14 @@ def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path
 
     missing = run_cli("translate", *cfg, "--engine", "ctranslate2", "Hi.", cwd=tmp_path)
     assert_one_line_error(missing, "decode.model_dir", "--model DIR")
+
+
+def test_a_ctranslate2_failure_is_one_clear_error():
+    from translator.ct2 import _hypothesis
+
+    class Failed:
+        def result(self):
+            raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+    with pytest.raises(UserError, match="CTranslate2 could not translate: Library libcublas"):
+        _hypothesis(Failed())

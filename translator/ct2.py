@@ -84,7 +84,7 @@ class CTranslate2Translator(TextTranslator):
         outputs: list[list[int]] = [[] for _ in sources]
         for rows, results in zip(batches, pending, strict=True):
             for i, result in zip(rows, results, strict=True):
-                pieces = result.result().hypotheses[0][: limits[i]]
+                pieces = _hypothesis(result)[: limits[i]]
                 outputs[i] = [self.tgt_tok.piece_to_id(p) for p in pieces]
         return outputs
 
@@ -101,3 +101,12 @@ class CTranslate2Translator(TextTranslator):
             suppress_sequences=NEVER_OUTPUT,
             asynchronous=True,
         )
+
+
+def _hypothesis(result) -> list[str]:
+    """The best hypothesis of one asynchronous result. CTranslate2 reports what stops it
+    (e.g. a CUDA library it was built for is missing) as a RuntimeError: one line."""
+    try:
+        return result.result().hypotheses[0]
+    except RuntimeError as exc:
+        raise UserError(f"CTranslate2 could not translate: {exc}") from None
