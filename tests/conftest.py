@@ -126,3 +126,18 @@ def to_toml(config: dict) -> str:
                 continue
             lines.append(f"{key} = {json.dumps(value)}")
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> Path:
+    """A tiny model trained for 4 epochs (pre-norm, tied embeddings): its best.pt. Its run
+    directory's parent holds corpus.tsv, prepared/ and run/, as `tiny_config` lays out."""
+    from translator.data.prepare import prepare
+    from translator.train import train
+
+    tmp = tmp_path_factory.mktemp("trained")
+    write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))
+    config = tiny_config(tmp, train={"max_epochs": 4})
+    prepare(config.data)
+    train(config, progress=False)
+    return tmp / "run/checkpoints/best.pt"

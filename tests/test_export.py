@@ -13,11 +13,9 @@ from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_confi
 
 from translator import checkpoint as checkpoint_module
 from translator.config import DecodeConfig
-from translator.data.prepare import prepare
 from translator.errors import UserError
 from translator.export import export
 from translator.inference import Translator
-from translator.train import train
 
 ct2 = pytest.importorskip("ctranslate2")
 from translator.ct2 import CTranslate2Translator  # noqa: E402
@@ -29,19 +27,6 @@ SENTENCES = [en for en, _ in generated_pairs(300, seed=7)[:60]] + [
     "I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I I.",
     "Café, naïve – “quoted” 123 456.",
 ]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny model trained for a few epochs (pre-norm, tied), and its best checkpoint."""
-    tmp = tmp_path_factory.mktemp("trained")
-    from conftest import write_tatoeba
-
-    write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))
-    config = tiny_config(tmp, train={"max_epochs": 4})
-    prepare(config.data)
-    train(config, progress=False)
-    return tmp / "run/checkpoints/best.pt"
 
 
 def random_checkpoint(trained, tmp_path, **model_changes):

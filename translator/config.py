@@ -93,11 +93,23 @@ class DecodeConfig:
 
 
 @dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"  # 0.0.0.0 to be reachable from other machines
+    port: int = 8000
+    batching: bool = True  # decode requests that arrive together as one batch
+    batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others
+    max_sentences: int = 64  # per request
+    max_chars: int = 1000  # per sentence
+    max_beam: int = 8
+
+
+@dataclass
 class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -170,6 +182,9 @@ def validate(config: Config) -> None:
         "decode.batch_size": config.decode.batch_size,
         "decode.beam": config.decode.beam,
         "decode.workers": config.decode.workers,
+        "serve.max_sentences": config.serve.max_sentences,
+        "serve.max_chars": config.serve.max_chars,
+        "serve.max_beam": config.serve.max_beam,
         "data.src_vocab_size": config.data.src_vocab_size,
         "data.tgt_vocab_size": config.data.tgt_vocab_size,
         "data.tokenizer_sentences": config.data.tokenizer_sentences,
@@ -183,6 +198,10 @@ def validate(config: Config) -> None:
         raise UserError("config key 'train.save_every' must be >= 0 (0: at epoch ends only)")
     if config.data.workers < 0:
         raise UserError("config key 'data.workers' must be >= 0 (0: every core)")
+    if not 0 <= config.serve.port <= 65535:
+        raise UserError("config key 'serve.port' must be from 0 to 65535")
+    if config.serve.batch_wait_ms < 0:
+        raise UserError("config key 'serve.batch_wait_ms' must be >= 0")
     if config.decode.threads < 0:
         raise UserError("config key 'decode.threads' must be >= 0 (0: the engine's default)")
     if config.decode.engine == "ctranslate2" and not config.decode.model_dir:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -64,16 +63,6 @@ class CTranslate2Translator(TextTranslator):
         tgt_tok = load_tokenizer(model_dir / TARGET_SPM)
         decode = decode or from_dict({"decode": meta["decode"]}).decode
         return cls(engine, src_tok, tgt_tok, decode, meta["max_positions"])
-
-    def with_decode(self, **changes) -> CTranslate2Translator:
-        """The same engine with other decoding settings (e.g. beam=5)."""
-        return CTranslate2Translator(
-            self.engine,
-            self.src_tok,
-            self.tgt_tok,
-            replace(self.decode, **changes),
-            self.max_positions,
-        )
 
     def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
         cfg = self.decode

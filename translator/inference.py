@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -35,6 +37,12 @@ class TextTranslator:
         self.tgt_tok = tgt_tok
         self.decode = decode
         self.max_positions = max_positions
+
+    def with_decode(self, **changes) -> TextTranslator:
+        """The same engine and model with other decoding settings, e.g. beam=5."""
+        other = copy.copy(self)
+        other.decode = dataclasses.replace(self.decode, **changes)
+        return other
 
     def translate(self, sentences: Sequence[str]) -> list[str]:
         """English sentences → Chinese, in input order. Blank inputs give blank outputs."""

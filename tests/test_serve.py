@@ -1,0 +1,236 @@
+"""`translator serve` as a user meets it: a real server on 127.0.0.1 in its own process,
+called over HTTP; concurrent requests decoded together; every bad request a 4xx JSON
+error; the page at / used in headless Chromium (skipped where Chromium or Playwright is
+absent). The batching itself is also tested in-process, without HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
+
+from translator.config import DecodeConfig, ServeConfig
+from translator.inference import Translator
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+from translator.serve import BadRequest, Batcher, check_request  # noqa: E402
+
+SENTENCES = ["Tom can see the cat.", "I will buy the book.", "", "She should draw the flower."]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(url: str, body: bytes | None = None) -> tuple[int, dict | str]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, text
+
+
+@contextlib.contextmanager
+def serving(config_file: Path, *options: str):
+    """`translator serve` on a free port in its own process; yields its base URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "translator", "serve", "-c", str(config_file), *options]
+    process = subprocess.Popen(
+        [*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if call(url + "/health")[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if process.poll() is not None:
+                pytest.fail(process.stderr.read())
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def config_file(trained, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("serve") / "tiny.toml"
+    path.write_text(to_toml(tiny_config(trained.parents[2]).to_dict()))
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(config_file):
+    with serving(config_file) as url:
+        yield url
+
+
+def post(url: str, payload) -> tuple[int, dict]:
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return call(url + "/translate", body)
+
+
+def test_translations_equal_the_library_and_the_page_is_served(server, trained):
+    ours, _ = Translator.from_checkpoint(trained, torch.device("cpu"))
+    status, body = post(server, {"text": SENTENCES})
+    assert status == 200, body
+    assert body["translations"] == ours.translate(SENTENCES) and body["translations"][2] == ""
+    status, beam = post(server, {"text": SENTENCES, "beam": 3})
+    assert status == 200 and beam["beam"] == 3
+    assert beam["translations"] == ours.with_decode(beam=3).translate(SENTENCES)
+    status, health = call(server + "/health")
+    assert status == 200 and health["status"] == "ok" and health["engine"] == "torch"
+    status, page = call(server + "/")
+    assert status == 200 and "English → Chinese" in page and 'fetch("/translate"' in page
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "fragment"),
+    [
+        (b"{not json", 400, "not valid JSON"),
+        (b"\xff\xfe", 400, "not valid JSON"),
+        (["Hello."], 422, "JSON object"),
+        ({"text": "Hello."}, 422, "list of strings"),
+        ({"text": [1, 2]}, 422, "list of strings"),
+        ({"text": []}, 422, "is empty"),
+        ({"text": ["Hi."], "beam": 0}, 422, '"beam"'),
+        ({"text": ["Hi."], "beam": "5"}, 422, '"beam"'),
+        ({"text": ["Hi."], "beam": 99}, 422, '"beam"'),
+        ({"text": ["Hi."], "lang": "fr"}, 422, "unknown field(s): lang"),
+        ({"text": ["Hi."] * 65}, 413, "too many sentences: 65 > 64"),
+        ({"text": ["a" * 1001]}, 413, "1001 characters > 1000"),
+    ],
+)
+def test_bad_requests_get_a_4xx_json_error(server, payload, status, fragment):
+    got, body = post(server, payload)
+    assert got == status, body
+    assert fragment in body["error"]
+
+
+def test_concurrent_requests_are_decoded_together(server):
+    before = call(server + "/health")[1]["decodes"]
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda i: post(server, {"text": [SENTENCES[i % 2]]}), range(32)))
+    assert all(status == 200 for status, _ in answers)
+    assert {body["translations"][0] for _, body in answers[::2]} == {
+        answers[0][1]["translations"][0]
+    }
+    decodes = call(server + "/health")[1]["decodes"] - before
+    assert decodes < 32, decodes  # requests that arrived together shared a decode
+
+
+class CountingTranslator:
+    """Stands in for a model: records each decode's sentences."""
+
+    def __init__(self):
+        self.decode = DecodeConfig()
+        self.calls: list[list[str]] = []
+
+    def with_decode(self, **changes):
+        return self
+
+    def translate(self, sentences):
+        self.calls.append(list(sentences))
+        time.sleep(0.01)
+        return [s.upper() for s in sentences]
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_batcher_groups_what_arrives_together_and_keeps_each_answer(on):
+    fake = CountingTranslator()
+
+    async def scenario():
+        batcher = Batcher(fake, wait=0.05, max_sentences=256, on=on)
+        task = asyncio.create_task(batcher.run())
+        requests = [[f"s{i}a", f"s{i}b"] for i in range(10)]
+        answers = await asyncio.gather(*(batcher.translate(r, 1) for r in requests))
+        task.cancel()
+        return requests, answers
+
+    requests, answers = asyncio.run(scenario())
+    assert answers == [[s.upper() for s in r] for r in requests]
+    assert len(fake.calls) == (1 if on else 10)
+
+
+def test_check_request_reads_the_default_beam():
+    limits = ServeConfig()
+    assert check_request({"text": ["Hi."]}, limits, 5) == (["Hi."], 5)
+    with pytest.raises(BadRequest):
+        check_request({"text": ["Hi."], "beam": True}, limits, 5)
+
+
+def test_missing_checkpoint_and_busy_port_are_one_line_errors(tmp_path, trained):
+    config = tiny_config(tmp_path)
+    (tmp_path / "tiny.toml").write_text(to_toml(config.to_dict()))
+    missing = run_cli("serve", "-c", "tiny.toml", cwd=tmp_path)
+    assert_one_line_error(missing, "no checkpoint at", "train first")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        taken = run_cli(
+            "serve", "-c", "tiny.toml", "--checkpoint", str(trained), "--port", port, cwd=tmp_path
+        )
+    assert_one_line_error(taken, f"cannot serve on 127.0.0.1:{port}")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+def test_the_page_translates_what_a_person_types(server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    sentence = "Tom can see the cat."
+    expected = post(server, {"text": [sentence], "beam": 1})[1]["translations"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(server + "/")
+        page.fill("#text", sentence)
+        page.select_option("#beam", "1")
+        page.click("#go")
+        page.wait_for_selector("#out li .zh", state="attached", timeout=20_000)
+        shown = page.inner_text("#out li .zh")
+        status = page.inner_text("#status")
+        page.screenshot(path=str(tmp_path / "page.png"))
+        browser.close()
+    assert shown == expected[0] and shown
+    assert " ms (server " in status and "beam 1" in status
+    assert Path(tmp_path / "page.png").stat().st_size > 5_000
+
+
+def test_the_ctranslate2_engine_serves_the_same_translations(
+    server, config_file, trained, tmp_path
+):
+    pytest.importorskip("ctranslate2")
+    from translator.export import export
+
+    model_dir = export(trained, tmp_path / "ct2")
+    with serving(config_file, "--engine", "ctranslate2", "--model", str(model_dir)) as ct2:
+        status, body = post(ct2, {"text": SENTENCES})
+        assert status == 200 and call(ct2 + "/health")[1]["engine"] == "ctranslate2"
+    assert body["translations"] == post(server, {"text": SENTENCES})[1]["translations"]

@@ -1,0 +1,78 @@
+"""Serving a model: translator serve."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    BeamOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    DeviceOpt,
+    EngineOpt,
+    ModelDirOpt,
+    SetOpt,
+    app,
+    default_checkpoint,
+    run_options,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def serve(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    checkpoint: CheckpointOpt = None,
+    engine: EngineOpt = None,
+    model: ModelDirOpt = None,
+    beam: BeamOpt = None,
+    device: DeviceOpt = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to listen on (serve.host; 0.0.0.0: all)."),
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (serve.port).")] = None,
+    batching: Annotated[
+        bool | None,
+        typer.Option("--batching/--no-batching", help="Decode concurrent requests together."),
+    ] = None,
+    set_: SetOpt = None,
+):
+    """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
+    from translator.inference import open_translator
+    from translator.serve import create_app, require_fastapi
+
+    values = run_options(device, beam, None, engine, model)
+    values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
+    cfg = config_module.load(config, set_ or [], values)
+    require_fastapi()
+    import uvicorn
+
+    setup_process()
+    path = default_checkpoint(cfg, checkpoint)
+    if cfg.decode.engine == "torch" and not Path(path).is_file():
+        raise UserError(f"no checkpoint at {path}: train first, or pass --checkpoint")
+    translator = open_translator(cfg, path)  # loaded once, before the server starts
+    origin = cfg.decode.model_dir if cfg.decode.engine == "ctranslate2" else str(path)
+    about = {"engine": cfg.decode.engine, "model": origin, "batching": cfg.serve.batching}
+    app_ = create_app(translator, cfg.serve, about)
+    _check_free(cfg.serve.host, cfg.serve.port)
+    typer.echo(f"serving {origin} on http://{cfg.serve.host}:{cfg.serve.port} (Ctrl-C stops)")
+    uvicorn.run(app_, host=cfg.serve.host, port=cfg.serve.port, log_level="warning")
+
+
+def _check_free(host: str, port: int) -> None:
+    """One clear line if the address cannot be bound, before uvicorn tries."""
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        raise UserError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
