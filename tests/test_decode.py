@@ -153,14 +153,14 @@ class TableModel:
         def __init__(self, prefixes):
             self.prefixes = prefixes
 
-        def reorder(self, index):
-            return TableModel.State([self.prefixes[i] for i in index.tolist()])
+        def reorder(self, rows, sentences=None):
+            return TableModel.State([self.prefixes[i] for i in rows.tolist()])
 
     def encode(self, src, mask):
         return src
 
-    def start_decoding(self, memory, mask):
-        return self.State([[] for _ in range(memory.size(0))])
+    def start_decoding(self, memory, mask, beams=1):
+        return self.State([[] for _ in range(memory.size(0) * beams)])
 
     def decode(self, tokens, state):
         prefixes = [p + [t] for p, t in zip(state.prefixes, tokens[:, 0].tolist(), strict=True)]

@@ -22,8 +22,8 @@ def _next_logits(model: Transformer, tokens: torch.Tensor, state: DecoderState):
     return logits[:, -1].float(), state
 
 
-def _start(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
-    return model.start_decoding(model.encode(src, src_mask), src_mask)
+def _start(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, beams: int = 1):
+    return model.start_decoding(model.encode(src, src_mask), src_mask, beams)
 
 
 @torch.inference_mode()
@@ -51,7 +51,7 @@ def greedy(
             break
         if len(keep) < len(alive):
             index = torch.tensor(keep, device=src.device)
-            state, best = state.reorder(index), best[index]
+            state, best = state.reorder(index, index), best[index]
             alive = [alive[row] for row in keep]
         tokens = best[:, None]
     return outputs
@@ -83,9 +83,7 @@ def beam_search(
     if alpha < 0:
         raise ValueError("the length penalty alpha must be >= 0")
     batch, k, device = src.size(0), beam, src.device
-    state = _start(model, src, src_mask).reorder(
-        torch.arange(batch, device=device).repeat_interleave(k)
-    )
+    state = _start(model, src, src_mask, beams=k)
     limits = max_lens.to(device)
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -133,7 +131,7 @@ def beam_search(
             break
         rows = (keep[:, None] * k + origin[keep]).flatten()
         history = torch.cat([history[rows], token[keep].reshape(-1, 1)], dim=1)
-        state = state.reorder(rows)
+        state = state.reorder(rows, keep if keep.numel() < n else None)
         scores, alive = scores[keep], alive[keep]
         tokens = token[keep].reshape(-1, 1)
     return best

@@ -142,12 +142,25 @@ class CrossAttention(nn.Module):
         k, v = self.kv(memory).chunk(2, dim=-1)
         return split_heads(k, self.heads), split_heads(v, self.heads)
 
-    def forward(self, x: torch.Tensor, memory_kv: KV, mask: torch.Tensor) -> torch.Tensor:
-        q = split_heads(self.q(x), self.heads)
+    def forward(
+        self, x: torch.Tensor, memory_kv: KV, mask: torch.Tensor, group: int = 1
+    ) -> torch.Tensor:
+        """x (B·group, T, D) attends to memory rows (B, …): with group > 1 (beam search, T
+        = 1) each memory row serves `group` consecutive rows of x, taken as its queries,
+        so the beams of a sentence share its keys/values instead of copies of them."""
+        q = self.q(x)
+        if group > 1:
+            q = q.reshape(-1, group, q.size(-1))  # (B, group, D): the rows as positions
         y = F.scaled_dot_product_attention(
-            q, *memory_kv, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+            split_heads(q, self.heads),
+            *memory_kv,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
         )
-        return self.out(merge_heads(y))
+        y = merge_heads(y)
+        if group > 1:
+            y = y.reshape(-1, 1, y.size(-1))  # (B·group, 1, D)
+        return self.out(y)
 
 
 class FeedForward(nn.Sequential):
@@ -197,9 +210,11 @@ class LayerCache:
     self_kv: KV | None  # keys/values of the positions decoded so far
     memory_kv: KV  # cross-attention keys/values of the encoder memory
 
-    def reorder(self, index: torch.Tensor) -> LayerCache:
-        pick = lambda kv: (kv[0].index_select(0, index), kv[1].index_select(0, index))  # noqa: E731
-        return LayerCache(pick(self.self_kv) if self.self_kv else None, pick(self.memory_kv))
+    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> LayerCache:
+        pick = lambda kv, i: (kv[0].index_select(0, i), kv[1].index_select(0, i))  # noqa: E731
+        self_kv = pick(self.self_kv, rows) if self.self_kv else None
+        memory_kv = self.memory_kv if sentences is None else pick(self.memory_kv, sentences)
+        return LayerCache(self_kv, memory_kv)
 
 
 class DecoderLayer(nn.Module):
@@ -214,7 +229,7 @@ class DecoderLayer(nn.Module):
         self.ff_block = Residual(cfg.d_model, cfg.dropout, pre)
 
     def forward(
-        self, x: torch.Tensor, src_mask: torch.Tensor, cache: LayerCache
+        self, x: torch.Tensor, src_mask: torch.Tensor, cache: LayerCache, group: int = 1
     ) -> tuple[torch.Tensor, LayerCache]:
         """Without cached keys/values (training) x is the whole target and attention is
         causal; right padding needs no further mask, as a real position never sees a later
@@ -223,7 +238,7 @@ class DecoderLayer(nn.Module):
             self.self_block.input(x), causal=cache.self_kv is None, cache=cache.self_kv
         )
         x = self.self_block.add(x, y)
-        y = self.cross_attn(self.cross_block.input(x), cache.memory_kv, src_mask)
+        y = self.cross_attn(self.cross_block.input(x), cache.memory_kv, src_mask, group)
         x = self.cross_block.add(x, y)
         x = self.ff_block.add(x, self.ff(self.ff_block.input(x)))
         return x, LayerCache(self_kv, cache.memory_kv)
@@ -234,14 +249,16 @@ class DecoderState:
     """What incremental decoding carries from one step to the next."""
 
     layers: list[LayerCache]
-    src_mask: torch.Tensor  # (B, 1, 1, S)
+    src_mask: torch.Tensor  # (B, 1, 1, S): one row per sentence
     step: int = 0  # positions decoded so far
+    beams: int = 1  # decoder rows per sentence; they share the sentence's memory
 
-    def reorder(self, index: torch.Tensor) -> DecoderState:
-        """Keep/duplicate batch rows, e.g. to follow beams or drop finished sentences."""
-        return DecoderState(
-            [c.reorder(index) for c in self.layers], self.src_mask.index_select(0, index), self.step
-        )
+    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> DecoderState:
+        """Keep/duplicate decoder `rows` (to follow beams or drop finished sentences) and,
+        when given, keep only the memory of `sentences` (indices into the current ones)."""
+        mask = self.src_mask if sentences is None else self.src_mask.index_select(0, sentences)
+        layers = [c.reorder(rows, sentences) for c in self.layers]
+        return DecoderState(layers, mask, self.step, self.beams)
 
 
 class Transformer(nn.Module):
@@ -278,9 +295,13 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.encoder_norm(x)
 
-    def start_decoding(self, memory: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
+    def start_decoding(
+        self, memory: torch.Tensor, src_mask: torch.Tensor, beams: int = 1
+    ) -> DecoderState:
+        """The state before the first target position; with `beams`, B × beams decoder
+        rows (sentence by sentence) over the B sentences' memory."""
         caches = [LayerCache(None, layer.cross_attn.memory_kv(memory)) for layer in self.decoder]
-        return DecoderState(caches, src_mask)
+        return DecoderState(caches, src_mask, beams=beams)
 
     def decode(self, tgt: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
         """tgt (B,T) ids at positions state.step … state.step+T-1 → logits (B,T,V) and the
@@ -290,10 +311,10 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt, start=state.step)
         caches = []
         for layer, cache in zip(self.decoder, state.layers, strict=True):
-            x, cache = layer(x, state.src_mask, cache)
+            x, cache = layer(x, state.src_mask, cache, state.beams)
             caches.append(cache)
         logits = self.project(self.decoder_norm(x))
-        return logits, DecoderState(caches, state.src_mask, state.step + tgt.size(1))
+        return logits, DecoderState(caches, state.src_mask, state.step + tgt.size(1), state.beams)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor):
         """Teacher-forced training pass: logits (B,T,V) for every target position."""
