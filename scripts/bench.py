@@ -44,7 +44,6 @@ from translator.data.batching import (  # noqa: E402
 from translator.data.layout import read_split, tokenizer_file  # noqa: E402
 from translator.data.prepare import prepare  # noqa: E402
 from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
-from translator.errors import UserError  # noqa: E402
 from translator.inference import Translator  # noqa: E402
 from translator.model import count_parameters, forward_flops  # noqa: E402
 from translator.runtime import keep_freed_memory, pick_device  # noqa: E402
@@ -259,14 +258,11 @@ def main() -> None:
     else:
         threads = torch.get_num_threads()
         print(f"\ndecoding engines, same sentences, {threads} threads, medians of {args.repeats}")
-        try:
-            found = bench_engines.compare(
-                translator, texts, sources, data_dir, threads, args.repeats, compare_outputs
-            )
-            bench_engines.print_rows(found, n)
-            engines = " " + bench_engines.summary(found)
-        except UserError as exc:  # e.g. CTranslate2's CUDA libraries missing
-            print(f"  (CTranslate2 rows skipped: {exc})")
+        found = bench_engines.compare(
+            translator, texts, sources, data_dir, threads, args.repeats, compare_outputs
+        )
+        bench_engines.print_rows(found, n)
+        engines = " " + bench_engines.summary(found)
     train_ratio = ours / rows[0][2] if not args.skip_reference_training else float("nan")
     print(
         f"\nratios: train={train_ratio:.2f} greedy={ref_time / greedy_time:.2f} "

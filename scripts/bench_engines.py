@@ -18,6 +18,7 @@ import torch
 
 from translator import checkpoint as checkpoint_module
 from translator.data.layout import read_references
+from translator.errors import UserError
 from translator.evaluate import score
 from translator.export import export
 from translator.inference import Translator
@@ -97,10 +98,19 @@ def compare(
 ) -> list[Row]:
     """Rows for ours and CTranslate2 (`variants`) × (greedy, beam 5); ratios to our
     float32 decoder with the same search."""
+    rows = our_rows(translator, texts, sources, data_dir, repeats)
+    try:
+        ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows)
+    except UserError as exc:  # e.g. CTranslate2's CUDA libraries are missing
+        print(f"  (CTranslate2 rows skipped from here: {exc})")
+    return rows
+
+
+def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows):
+    """Append CTranslate2's rows to `rows` (ours first)."""
     from translator.ct2 import CTranslate2Translator
 
     device = translator.device.type
-    rows = our_rows(translator, texts, sources, data_dir, repeats)
     ours = {int(r.search.split()[1]): r for r in rows[:2]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
@@ -126,7 +136,6 @@ def compare(
                 bleu = test_bleu(theirs, out, texts, data_dir)
                 ratio = ours[beam].seconds / seconds
                 rows.append(Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note))
-    return rows
 
 
 def print_rows(rows: list[Row], n: int) -> None:
