@@ -44,8 +44,8 @@ from translator.data.batching import (  # noqa: E402
 from translator.data.layout import read_split, tokenizer_file  # noqa: E402
 from translator.data.prepare import prepare  # noqa: E402
 from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
+from translator.flops import count_parameters, forward_flops  # noqa: E402
 from translator.inference import Translator  # noqa: E402
-from translator.model import count_parameters, forward_flops  # noqa: E402
 from translator.runtime import keep_freed_memory, pick_device  # noqa: E402
 from translator.train import Trainer  # noqa: E402
 

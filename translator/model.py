@@ -23,6 +23,7 @@ from torch import nn
 
 from translator.config import ModelConfig
 from translator.data.tokenizer import PAD
+from translator.dropout import Dropout
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: each (B, H, L, Dh)
 
@@ -37,30 +38,6 @@ def sinusoids(length: int, d_model: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency)
     return table
-
-
-class Dropout(nn.Module):
-    """Inverted dropout with a cheaper mask on the CPU. There PyTorch draws one mt19937
-    number per element, which made dropout 17% of a training step; here each 64-bit draw
-    gives four 16-bit numbers (3.5x cheaper). The drop probability is rounded to a multiple
-    of 1/65536. Other devices use F.dropout."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-        dropped = round(p * 65536)
-        self.threshold = dropped - 32768  # int16 values below this are dropped
-        self.scale = 65536 / (65536 - dropped)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.p == 0:
-            return x
-        if x.device.type != "cpu":
-            return F.dropout(x, self.p, training=True)
-        n = x.numel()
-        bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
-        keep = bits.view(torch.int16)[:n].view(x.shape) >= self.threshold
-        return x * (keep * self.scale)  # one float mask: the fastest form, forward and backward
 
 
 class Embedding(nn.Module):
@@ -321,25 +298,3 @@ class Transformer(nn.Module):
         memory = self.encode(src, src_mask)
         logits, _ = self.decode(tgt_in, self.start_decoding(memory, src_mask))
         return logits
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def forward_flops(cfg: ModelConfig, src_len: int, tgt_len: int, tgt_vocab_size: int) -> int:
-    """Matrix-multiply FLOPs (2 per multiply-add) of one teacher-forced forward pass over one
-    sentence pair with S source and T target tokens; attention scores are counted over the
-    full S×S, T×T and T×S matrices. A training step costs about three times this."""
-    d, f, s, t = cfg.d_model, cfg.ff_dim, src_len, tgt_len
-    encoder_layer = 2 * s * d * 4 * d + 4 * s * d * f + 4 * s * s * d  # QKV+out, FF, QK·V
-    decoder_layer = (
-        2 * t * d * 4 * d
-        + 4 * t * t * d  # self-attention
-        + 2 * t * d * 2 * d
-        + 2 * s * d * 2 * d
-        + 4 * t * s * d  # cross: Q+out, KV, QK·V
-        + 4 * t * d * f  # feed-forward
-    )
-    output = 2 * t * d * tgt_vocab_size
-    return cfg.encoder_layers * encoder_layer + cfg.decoder_layers * decoder_layer + output

@@ -32,9 +32,10 @@ from translator.data.dataset import load_training_data
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.evaluate import Validation, validate
+from translator.flops import count_parameters
 from translator.inference import Translator
 from translator.loss import sequence_loss
-from translator.model import Transformer, count_parameters
+from translator.model import Transformer
 from translator.optim import build_optimizer
 from translator.rundir import RunDir
 from translator.runtime import StopSignals, pick_device
