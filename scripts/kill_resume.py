@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,6 +104,8 @@ def main() -> None:
         sys.exit(f"error: prepare failed: {prepared.stderr.decode()[-500:]}")
 
     straight, killed = work / "straight", work / "killed"
+    for run in (straight, killed):  # a run left by an earlier invocation would be resumed
+        shutil.rmtree(run, ignore_errors=True)
     started = time.perf_counter()
     finish(straight, args.epochs)
     seconds = time.perf_counter() - started
