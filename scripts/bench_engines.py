@@ -34,6 +34,7 @@ class Row:
     ratio: float = 1.0  # speed ÷ our decoder's, same search
     note: str = ""
     outputs: list | None = None
+    tag: str = ""  # its name on the closing line, e.g. ct2_int8_2x1 (CTranslate2 rows)
 
 
 def timed_search(translator, sources, repeats: int):
@@ -135,7 +136,9 @@ def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greed
                 engine = f"CT2 {quantization} {workers}×{per} thr, {batch}"
                 bleu = test_bleu(theirs, out, texts, data_dir)
                 ratio = ours[beam].seconds / seconds
-                rows.append(Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note))
+                row = Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note)
+                row.tag = f"ct2_{quantization}_{workers}x{per}"
+                rows.append(row)
 
 
 def print_rows(rows: list[Row], n: int) -> None:
@@ -175,10 +178,4 @@ def _payload(translator: Translator) -> dict:
 def summary(rows: list[Row]) -> str:
     """The engine ratios for the closing line: CTranslate2's speed ÷ ours, e.g.
     ct2_int8_2x1_beam1=4.82."""
-    parts = []
-    for r in rows:
-        if r.engine.startswith("CT2 "):
-            quantization, way = r.engine.split()[1:3]
-            parts.append(f"ct2_{quantization}_{way.replace('×', 'x')}_{r.search.replace(' ', '')}")
-            parts[-1] += f"={r.ratio:.2f}"
-    return " ".join(parts)
+    return " ".join(f"{r.tag}_{r.search.replace(' ', '')}={r.ratio:.2f}" for r in rows if r.tag)

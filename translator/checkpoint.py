@@ -104,7 +104,7 @@ def average_last(run_dir: str | Path, last: int, output: Path | None = None) -> 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"no checkpoint at {path}: train a model first (translator train)")
+        raise UserError(f"no checkpoint at {path}: train first (translator train)")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as exc:

@@ -21,12 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from translator.config import DecodeConfig, from_dict
-from translator.data.tokenizer import load_tokenizer
+from translator.data.tokenizer import UNK, load_tokenizer
+from translator.decode import NEVER_OUTPUT
 from translator.errors import UserError
 from translator.export import METADATA, SOURCE_SPM, TARGET_SPM, require_ctranslate2
 from translator.inference import TextTranslator
-
-NEVER_OUTPUT = [["<pad>"], ["<s>"]]  # and <unk>: disable_unk
 
 
 class CTranslate2Translator(TextTranslator):
@@ -34,6 +33,8 @@ class CTranslate2Translator(TextTranslator):
         super().__init__(src_tok, tgt_tok, decode, max_positions)
         self.engine = engine
         self.src_pieces = [src_tok.id_to_piece(i) for i in range(src_tok.get_piece_size())]
+        # what our decoder never writes, as CTranslate2 suppresses it (<unk>: disable_unk)
+        self.suppressed = [[tgt_tok.id_to_piece(i)] for i in NEVER_OUTPUT if i != UNK]
 
     @classmethod
     def from_dir(
@@ -65,10 +66,8 @@ class CTranslate2Translator(TextTranslator):
         return cls(engine, src_tok, tgt_tok, decode, meta["max_positions"])
 
     def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
-        cfg = self.decode
         limits = self.limits([len(s) for s in sources]).tolist()
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        batches = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+        batches = self.batches(sources)
         pending = [self._submit(batch, sources, limits) for batch in batches]
         outputs: list[list[int]] = [[] for _ in sources]
         for rows, results in zip(batches, pending, strict=True):
@@ -87,7 +86,7 @@ class CTranslate2Translator(TextTranslator):
             max_decoding_length=max(limits[i] for i in rows),
             min_decoding_length=0,
             disable_unk=True,
-            suppress_sequences=NEVER_OUTPUT,
+            suppress_sequences=self.suppressed,
             asynchronous=True,
         )
 

@@ -19,7 +19,6 @@ ctranslate2 --model DIR` needs.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +64,8 @@ def build_spec(model: ModelConfig, weights: dict[str, Any], vocabularies: tuple[
     )
     table = sinusoids(model.max_positions, model.d_model).numpy()
     encoder, decoder = spec.encoder, spec.decoder
-    _embedding(encoder, weights["src_embed.tokens.weight"], table, model.d_model)
-    _embedding(decoder, weights["tgt_embed.tokens.weight"], table, model.d_model)
+    _embedding(encoder, weights["src_embed.tokens.weight"], table)
+    _embedding(decoder, weights["tgt_embed.tokens.weight"], table)
     for i, layer in enumerate(encoder.layer):
         at = f"encoder.{i}."
         _linears(layer.self_attention.linear, weights, at + "attn.", ("qkv", "out"))
@@ -92,7 +91,7 @@ def build_spec(model: ModelConfig, weights: dict[str, Any], vocabularies: tuple[
     return spec
 
 
-def _embedding(stack, tokens, table, d_model: int) -> None:
+def _embedding(stack, tokens, table) -> None:
     embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
     embeddings.weight = tokens
     stack.scale_embeddings = True  # × √D, as ours
@@ -136,9 +135,7 @@ def export(checkpoint: Path, out: Path, quantization: str | None = None, force: 
         def _load(self):
             return build_spec(config.model, weights, vocabularies)
 
-    if out.exists():
-        shutil.rmtree(out)
-    Converter().convert(str(out), quantization=quantization, force=True)
+    Converter().convert(str(out), quantization=quantization, force=True)  # replaces `out`
     for name, side in ((SOURCE_SPM, "src"), (TARGET_SPM, "tgt")):
         (out / name).write_bytes(models[side])  # serialized in the checkpoint
     metadata = {

@@ -90,6 +90,12 @@ class TextTranslator:
         """Source ids → output ids (no BOS/EOS), in input order."""
         raise NotImplementedError
 
+    def batches(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
+        """The indices of `sources`, sorted by length, in batches of `decode.batch_size`."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        size = self.decode.batch_size
+        return [order[start : start + size] for start in range(0, len(order), size)]
+
 
 class Translator(TextTranslator):
     """Our PyTorch model as the engine."""
@@ -126,10 +132,8 @@ class Translator(TextTranslator):
         cfg = self.decode
         was_training = self.model.training
         self.model.eval()
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         outputs: list[list[int]] = [[] for _ in sources]
-        for start in range(0, len(order), cfg.batch_size):
-            rows = order[start : start + cfg.batch_size]
+        for rows in self.batches(sources):
             src = pad([sources[i] for i in rows]).to(self.device)
             max_lens = self.limits([len(sources[i]) for i in rows])
             if cfg.beam == 1:
@@ -162,5 +166,5 @@ def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
 
 
 def output_origin(config: Config, checkpoint: Path) -> Path:
-    """What the engine decodes from: where eval writes its hypotheses beside."""
+    """What the engine decodes from: eval writes its hypotheses beside it, serve names it."""
     return Path(config.decode.model_dir) if config.decode.engine == "ctranslate2" else checkpoint

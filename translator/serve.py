@@ -13,6 +13,7 @@ of range) gets a 4xx JSON `{"error": ...}`, never a 500.
 """
 
 import asyncio
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -127,8 +128,6 @@ class BadRequest(Exception):
 
 def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str, Any]):
     """The FastAPI app around one loaded translator."""
-    import json
-
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 

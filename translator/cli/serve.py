@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -48,7 +47,7 @@ def serve(
     set_: SetOpt = None,
 ):
     """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
-    from translator.inference import open_translator
+    from translator.inference import open_translator, output_origin
     from translator.serve import create_app, require_fastapi
 
     values = run_options(device, beam, None, engine, model)
@@ -59,11 +58,9 @@ def serve(
 
     setup_process()
     path = default_checkpoint(cfg, checkpoint)
-    if cfg.decode.engine == "torch" and not Path(path).is_file():
-        raise UserError(f"no checkpoint at {path}: train first, or pass --checkpoint")
     translator = open_translator(cfg, path)  # loaded once, before the server starts
-    origin = cfg.decode.model_dir if cfg.decode.engine == "ctranslate2" else str(path)
-    about = {"engine": cfg.decode.engine, "model": origin, "batching": cfg.serve.batching}
+    origin = output_origin(cfg, path)
+    about = {"engine": cfg.decode.engine, "model": str(origin), "batching": cfg.serve.batching}
     app_ = create_app(translator, cfg.serve, about)
     _check_free(cfg.serve.host, cfg.serve.port)
     typer.echo(f"serving {origin} on http://{cfg.serve.host}:{cfg.serve.port} (Ctrl-C stops)")

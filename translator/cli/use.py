@@ -134,8 +134,6 @@ def export(
     from translator.rundir import RunDir
 
     checkpoint = RunDir(source).best if source.is_dir() else source
-    if not checkpoint.is_file():
-        raise UserError(f"no checkpoint at {checkpoint}")
     setup_process()
     path = run_export(checkpoint, out, quantization, force)
     typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")
