@@ -148,12 +148,13 @@ class TableModel:
 
     def __init__(self, table: dict[tuple, dict[int, float]], vocab: int = 6):
         self.table, self.vocab = table, vocab
+        self.project = torch.nn.Linear(1, vocab)  # beam search reads the vocabulary size
 
     class State:
         def __init__(self, prefixes):
             self.prefixes = prefixes
 
-        def reorder(self, rows, sentences=None):
+        def reorder(self, rows, sentences=None, beams=0):
             return TableModel.State([self.prefixes[i] for i in rows.tolist()])
 
     def encode(self, src, mask):

@@ -22,6 +22,10 @@ def _next_logits(model: Transformer, tokens: torch.Tensor, state: DecoderState):
     return logits[:, -1].float(), state
 
 
+def _vocab_size(model: Transformer) -> int:
+    return model.project.out_features
+
+
 def _start(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, beams: int = 1):
     return model.start_decoding(model.encode(src, src_mask), src_mask, beams)
 
@@ -83,13 +87,16 @@ def beam_search(
     if alpha < 0:
         raise ValueError("the length penalty alpha must be >= 0")
     batch, k, device = src.size(0), beam, src.device
-    state = _start(model, src, src_mask, beams=k)
+    # all beams start identical: the first step runs one row per sentence where the
+    # vocabulary has 2k candidates to offer, and the k best then become the beams
+    width = 1 if _vocab_size(model) >= 2 * k else k
+    state = _start(model, src, src_mask, beams=width)
     limits = max_lens.to(device)
-    scores = torch.full((batch, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
-    history = torch.empty(batch * k, 0, dtype=torch.long, device=device)
-    tokens = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
-    alive = torch.arange(batch, device=device)  # which sentence each group of k rows is
+    scores = torch.full((batch, width), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # with width k: let only the first of the identical beams expand
+    history = torch.empty(batch * width, 0, dtype=torch.long, device=device)
+    tokens = torch.full((batch * width, 1), BOS, dtype=torch.long, device=device)
+    alive = torch.arange(batch, device=device)  # which sentence each group of rows is
     best_score = torch.full((batch,), float("-inf"), device=device)  # of finished hypotheses
     finished = torch.zeros(batch, dtype=torch.long, device=device)  # how many per sentence
     best: list[list[int]] = [[] for _ in range(batch)]
@@ -98,11 +105,11 @@ def beam_search(
         logp = logits.log_softmax(dim=-1)  # then mask, as fairseq does: no renormalising
         logp[:, NEVER_OUTPUT] = float("-inf")
         n, vocab = alive.numel(), logp.size(-1)
-        logp = logp.view(n, k, vocab)
+        logp = logp.view(n, width, vocab)
         at_limit = step >= limits[alive]  # `limit` tokens written: only EOS may follow
         logp[at_limit, :, :EOS] = float("-inf")
         logp[at_limit, :, EOS + 1 :] = float("-inf")
-        top, flat = (scores[:, :, None] + logp).view(n, k * vocab).topk(2 * k, dim=1)
+        top, flat = (scores[:, :, None] + logp).view(n, width * vocab).topk(2 * k, dim=1)
         origin, token = flat // vocab, flat % vocab
         is_eos = token == EOS
 
@@ -115,7 +122,7 @@ def beam_search(
             top_score, column = score.max(dim=1)
             better = (top_score > best_score[alive]).nonzero().squeeze(1)
             for i, j in zip(better.tolist(), column[better].tolist(), strict=True):
-                best[int(alive[i])] = history[i * k + int(origin[i, j])].tolist()
+                best[int(alive[i])] = history[i * width + int(origin[i, j])].tolist()
             best_score[alive[better]] = top_score[better]
             finished[alive] += ends.sum(dim=1)
 
@@ -129,9 +136,9 @@ def beam_search(
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
-        rows = (keep[:, None] * k + origin[keep]).flatten()
+        rows = (keep[:, None] * width + origin[keep]).flatten()
         history = torch.cat([history[rows], token[keep].reshape(-1, 1)], dim=1)
-        state = state.reorder(rows, keep if keep.numel() < n else None)
-        scores, alive = scores[keep], alive[keep]
+        state = state.reorder(rows, keep if keep.numel() < n else None, beams=k)
+        scores, alive, width = scores[keep], alive[keep], k
         tokens = token[keep].reshape(-1, 1)
     return best

@@ -230,12 +230,12 @@ class DecoderState:
     step: int = 0  # positions decoded so far
     beams: int = 1  # decoder rows per sentence; they share the sentence's memory
 
-    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> DecoderState:
-        """Keep/duplicate decoder `rows` (to follow beams or drop finished sentences) and,
-        when given, keep only the memory of `sentences` (indices into the current ones)."""
+    def reorder(self, rows: torch.Tensor, sentences=None, beams: int = 0) -> DecoderState:
+        """Keep/duplicate decoder `rows` (to follow beams or drop finished sentences), keep
+        only the memory of `sentences` (indices, None: all), then `beams` rows a sentence."""
         mask = self.src_mask if sentences is None else self.src_mask.index_select(0, sentences)
         layers = [c.reorder(rows, sentences) for c in self.layers]
-        return DecoderState(layers, mask, self.step, self.beams)
+        return DecoderState(layers, mask, self.step, beams or self.beams)
 
 
 class Transformer(nn.Module):
