@@ -45,7 +45,7 @@ from translator.data.layout import read_split, tokenizer_file  # noqa: E402
 from translator.data.prepare import prepare  # noqa: E402
 from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
 from translator.flops import count_parameters, forward_flops  # noqa: E402
-from translator.inference import Translator  # noqa: E402
+from translator.inference import Translator, for_decoding  # noqa: E402
 from translator.runtime import keep_freed_memory, pick_device  # noqa: E402
 from translator.train import Trainer  # noqa: E402
 
@@ -218,7 +218,8 @@ def main() -> None:
         translator, _ = Translator.from_checkpoint(path, device, greedy)
         origin = str(path)
     else:
-        translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, greedy)
+        model = for_decoding(trainer.model, greedy)
+        translator = Translator(model, trainer.src_tok, trainer.tgt_tok, greedy)
         origin = (
             f"the model trained above ({args.warmup_seconds + args.train_seconds:g} s;"
             " barely trained, so not representative: train the config first)"

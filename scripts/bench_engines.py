@@ -17,11 +17,12 @@ from pathlib import Path
 import torch
 
 from translator import checkpoint as checkpoint_module
+from translator import onednn
 from translator.data.layout import read_references
 from translator.errors import UserError
 from translator.evaluate import score
 from translator.export import export
-from translator.inference import Translator
+from translator.inference import Translator, for_decoding
 
 
 @dataclass
@@ -72,11 +73,17 @@ def variants(device: str, threads: int) -> list[tuple[str, int, int, int]]:
 
 
 def our_rows(translator, texts, sources, data_dir, repeats) -> list[Row]:
-    """Our decoder, greedy and beam 5; on CUDA also under bf16 autocast."""
+    """Our decoder, greedy and beam 5; on CUDA also under bf16 autocast; on a CPU where
+    oneDNN serves our linear layers (decode.onednn, the default) also with MKL's."""
     rows = []
     cuda = translator.device.type == "cuda"
-    for precision in ("float32", "bf16") if cuda else ("float32",):
-        autocast = torch.autocast("cuda", torch.bfloat16, enabled=precision == "bf16")
+    if cuda:
+        kinds = ("float32", "bf16")
+    else:
+        kinds = ("float32", "float32 MKL") if onednn.available() else ("float32",)
+    for kind in kinds:
+        autocast = torch.autocast("cuda", torch.bfloat16, enabled=kind == "bf16")
+        onednn.use_onednn(translator.model, kind != "float32 MKL")
         for beam in (1, 5):
             mine = Translator(
                 translator.model,
@@ -86,11 +93,14 @@ def our_rows(translator, texts, sources, data_dir, repeats) -> list[Row]:
             )
             with autocast:
                 out, seconds = timed_search(mine, sources, repeats)
-            row = Row(f"ours PyTorch {precision}", f"beam {beam}", seconds, _tokens(out), 0.0)
+            row = Row(f"ours PyTorch {kind}", f"beam {beam}", seconds, _tokens(out), 0.0)
             row.bleu, row.outputs = test_bleu(mine, out, texts, data_dir), out
             base = next((r for r in rows if r.search == row.search), row)  # float32's
             row.ratio = base.seconds / seconds
+            if kind == "float32 MKL":
+                row.note, row.tag = _agreement(out, base.outputs), "ours_mkl"
             rows.append(row)
+    for_decoding(translator.model, translator.decode)
     return rows
 
 
@@ -176,6 +186,6 @@ def _payload(translator: Translator) -> dict:
 
 
 def summary(rows: list[Row]) -> str:
-    """The engine ratios for the closing line: CTranslate2's speed ÷ ours, e.g.
-    ct2_int8_2x1_beam1=4.82."""
+    """The engine ratios for the closing line: each speed ÷ our default decoder's, e.g.
+    ct2_int8_2x1_beam1=4.82 or ours_mkl_beam5=0.65."""
     return " ".join(f"{r.tag}_{r.search.replace(' ', '')}={r.ratio:.2f}" for r in rows if r.tag)

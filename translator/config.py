@@ -90,6 +90,7 @@ class DecodeConfig:
     model_dir: str = ""  # the exported directory the ctranslate2 engine reads
     threads: int = 0  # ctranslate2: threads per worker (0: its default)
     workers: int = 1  # ctranslate2: translators decoding batches in parallel
+    onednn: bool = True  # torch on x86 CPUs: linear layers through oneDNN (AVX-512), not MKL
 
 
 @dataclass

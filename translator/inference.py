@@ -20,6 +20,7 @@ from translator.data.normalize import CONTROL, normalize_en
 from translator.data.tokenizer import EOS, Tokenizer, load_tokenizer
 from translator.decode import beam_search, greedy
 from translator.model import Transformer
+from translator.onednn import use_onednn
 from translator.runtime import pick_device
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,9 @@ class Translator(TextTranslator):
         tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
-        model.to(device).eval()
-        return cls(model, src_tok, tgt_tok, decode or config.decode), config
+        decode = decode or config.decode
+        model = for_decoding(model.to(device), decode)
+        return cls(model, src_tok, tgt_tok, decode), config
 
     @property
     def device(self) -> torch.device:
@@ -146,6 +148,14 @@ class Translator(TextTranslator):
                 outputs[i] = ids
         self.model.train(was_training)
         return outputs
+
+
+def for_decoding(model: Transformer, decode: DecodeConfig) -> Transformer:
+    """`model` set up to decode and nothing else: eval mode, and on the CPU its linear
+    layers through oneDNN (`decode.onednn`)."""
+    if next(model.parameters()).device.type == "cpu":
+        use_onednn(model, decode.onednn)
+    return model.eval()
 
 
 def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
