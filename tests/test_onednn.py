@@ -102,3 +102,18 @@ def test_decoding_outputs_equal_with_either_kernel(trained):
         lambda m: beam_search(m, src, mask, limits, beam=4),
     ):
         assert search(translator.model) == search(off.model)
+
+
+@needs_onednn
+def test_few_rows_stay_with_mkl():
+    """Under `min_rows` rows the layer calls nn.Linear's kernel; from there on oneDNN's."""
+    layer = nn.Linear(16, 8)
+    use_onednn(layer)
+
+    def ops_run(rows: int) -> set[str]:
+        with torch.inference_mode(), torch.profiler.profile() as prof:
+            layer(torch.randn(rows, 1, 16))
+        return {event.key for event in prof.key_averages()}
+
+    assert "mkldnn::_linear_pointwise" not in ops_run(OneDNNLinear.min_rows - 1)
+    assert "mkldnn::_linear_pointwise" in ops_run(OneDNNLinear.min_rows)
