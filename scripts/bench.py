@@ -215,7 +215,7 @@ def main() -> None:
     greedy = replace(config.decode, beam=1)  # whatever decode.beam says: greedy is greedy
     if args.checkpoint or (Path(config.train.run_dir) / "checkpoints/best.pt").is_file():
         path = args.checkpoint or Path(config.train.run_dir) / "checkpoints/best.pt"
-        translator, _ = Translator.from_checkpoint(path, device, greedy)
+        translator = Translator.from_checkpoint(path, device, greedy)
         origin = str(path)
     else:
         model = for_decoding(trainer.model, greedy)

@@ -55,3 +55,32 @@ def test_reference_files_are_read_line_aligned(tmp_path):
     (tmp_path / "short.zh").write_text("你好。\n")
     with pytest.raises(UserError, match="has 2 lines but .*short.zh has 1"):
         read_eval_set(tmp_path / "src.en", [tmp_path / "short.zh"])
+
+
+def test_eval_hyp_scores_another_systems_file_like_sacrebleu(tmp_path):
+    """`eval --hyp` needs no model: its BLEU/chrF are sacrebleu's (tokenize zh) over every
+    reference file; a blank reference line is a missing reference, not an empty one."""
+    import sacrebleu
+    from conftest import assert_one_line_error, run_cli
+
+    hyps = ["我有一只猫。", "车站在哪里？", "他和她一起去。"]
+    ref_a = ["我有一只猫。", "火车站在哪儿？", "他跟她一起去。"]
+    ref_b = ["我养了一只猫。", "", "他总是和她一起去。"]
+    for name, lines in (("hyp.txt", hyps), ("a.txt", ref_a), ("b.txt", ref_b)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run_cli("eval", "--hyp", "hyp.txt", "--ref", "a.txt", "--ref", "b.txt", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    streams = [ref_a, [ref_b[0], None, ref_b[2]]]
+    bleu = sacrebleu.corpus_bleu(hyps, streams, tokenize="zh").score
+    chrf = sacrebleu.corpus_chrf(hyps, streams).score
+    assert f"BLEU = {bleu:.2f}" in result.stdout and f"chrF = {chrf:.2f}" in result.stdout
+    assert "3 sentences, 5 references; hypotheses from hyp.txt" in result.stdout
+    one = run_cli("eval", "--hyp", "hyp.txt", "--ref", "a.txt", cwd=tmp_path)
+    only_a = sacrebleu.corpus_bleu(hyps, [ref_a], tokenize="zh").score
+    assert f"BLEU = {only_a:.2f}" in one.stdout
+
+    (tmp_path / "short.txt").write_text("我有一只猫。\n", encoding="utf-8")
+    assert_one_line_error(
+        run_cli("eval", "--hyp", "hyp.txt", "--ref", "short.txt", cwd=tmp_path), "has 3 lines"
+    )
+    assert_one_line_error(run_cli("eval", "--hyp", "hyp.txt", cwd=tmp_path), "--ref")

@@ -34,7 +34,8 @@ def random_checkpoint(trained, tmp_path, **model_changes):
     shape: random weights make long outputs that run into the length limit."""
     payload = checkpoint_module.load(trained)
     payload["config"]["model"].update(model_changes)
-    translator, config = Translator.from_checkpoint(trained, torch.device("cpu"))
+    translator = Translator.from_checkpoint(trained, torch.device("cpu"))
+    config = translator.config
     torch.manual_seed(1)
     from translator.model import Transformer
 
@@ -50,7 +51,7 @@ def random_checkpoint(trained, tmp_path, **model_changes):
 
 
 def both(checkpoint, tmp_path, decode: DecodeConfig, quantization=None):
-    ours, _ = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode)
+    ours = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode)
     out = export(checkpoint, tmp_path / f"ct2-{quantization}", quantization, force=True)
     theirs = CTranslate2Translator.from_dir(out, decode, threads=1)
     return ours, theirs

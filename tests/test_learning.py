@@ -30,7 +30,7 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path, corpus):
             )
     result = train(config, progress=False)
     assert result.history[-1]["train_loss"] < 0.05
-    translator, _ = Translator.from_checkpoint(
+    translator = Translator.from_checkpoint(
         tmp_path / "run/checkpoints/best.pt", torch.device("cpu")
     )
     assert translator.translate([en for en, _ in pairs]) == [zh for _, zh in pairs]

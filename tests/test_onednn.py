@@ -88,9 +88,10 @@ def test_unavailable_off_x86(monkeypatch):
 def test_decoding_outputs_equal_with_either_kernel(trained):
     """The tiny trained model decodes the same sentences the same way with either kernel
     (greedy and beam 4); from_checkpoint switches only when decode.onednn says so."""
-    translator, config = Translator.from_checkpoint(trained, torch.device("cpu"))
+    translator = Translator.from_checkpoint(trained, torch.device("cpu"))
+    config = translator.config
     assert config.decode.onednn and linear_kinds(translator.model) == {OneDNNLinear}
-    off, _ = Translator.from_checkpoint(
+    off = Translator.from_checkpoint(
         trained, torch.device("cpu"), replace(config.decode, onednn=False)
     )
     assert linear_kinds(off.model) == {nn.Linear}

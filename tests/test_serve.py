@@ -95,7 +95,7 @@ def post(url: str, payload) -> tuple[int, dict]:
 
 
 def test_translations_equal_the_library_and_the_page_is_served(server, trained):
-    ours, _ = Translator.from_checkpoint(trained, torch.device("cpu"))
+    ours = Translator.from_checkpoint(trained, torch.device("cpu"))
     status, body = post(server, {"text": SENTENCES})
     assert status == 200, body
     assert body["translations"] == ours.translate(SENTENCES) and body["translations"][2] == ""

@@ -95,6 +95,13 @@ def read_eval_set(src: Path, refs: Sequence[Path]) -> tuple[list[str], list[list
     return sources, [list(refs) for refs in zip(*columns, strict=True)]
 
 
+def score_files(hypotheses: Path, refs: Sequence[Path]) -> Scores:
+    """`translator eval --hyp`: a hypothesis file scored against reference files aligned
+    with it line by line; a blank reference line means that sentence has one fewer."""
+    hyps, references = read_eval_set(hypotheses, refs)
+    return score(hyps, [[r for r in line if r.strip()] for line in references])
+
+
 @dataclass
 class EvalResult:
     scores: Scores

@@ -21,6 +21,7 @@ from translator.data.tokenizer import EOS, Tokenizer, load_tokenizer
 from translator.decode import beam_search, greedy
 from translator.model import Transformer
 from translator.onednn import use_onednn
+from translator.rundir import RunDir
 from translator.runtime import pick_device
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,21 @@ class TextTranslator:
         other.decode = dataclasses.replace(self.decode, **changes)
         return other
 
-    def translate(self, sentences: Sequence[str]) -> list[str]:
-        """English sentences → Chinese, in input order. Blank inputs give blank outputs."""
+    def translate(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        beam: int | None = None,
+        length_penalty: float | None = None,
+    ):
+        """English sentences → Chinese, in input order (one string → one string). Blank
+        inputs give blank outputs. `beam` and `length_penalty` apply to this call only."""
+        if isinstance(sentences, str):
+            return self.translate([sentences], beam=beam, length_penalty=length_penalty)[0]
+        if beam is not None or length_penalty is not None:
+            engine = copy.copy(self)
+            engine.decode = settings(self.decode, beam, length_penalty)
+            return engine.translate(sentences)
         texts = [normalize_en(s) for s in sentences]
         todo = [i for i, text in enumerate(texts) if text]
         results = [""] * len(texts)
@@ -106,22 +120,37 @@ class Translator(TextTranslator):
     ):
         super().__init__(src_tok, tgt_tok, decode, model.cfg.max_positions)
         self.model = model
+        self.config: Config | None = None  # the checkpoint's, when loaded from one
 
     @classmethod
     def from_checkpoint(
-        cls, path: str | Path, device: torch.device, decode: DecodeConfig | None = None
-    ) -> tuple[Translator, Config]:
-        """The model and tokenizers saved in a checkpoint; decoding settings from `decode`,
-        or the ones the checkpoint was trained with."""
+        cls,
+        path: str | Path,
+        device: str | torch.device = "auto",
+        decode: DecodeConfig | None = None,
+        *,
+        beam: int | None = None,
+        length_penalty: float | None = None,
+    ) -> Translator:
+        """The model and tokenizers saved in a checkpoint, loaded once. Decoding settings:
+        `decode`, else the ones the checkpoint was trained with; `beam` and
+        `length_penalty` override either. The checkpoint's config is `.config`."""
         payload = load_checkpoint(path)
         config = from_dict(payload["config"])
         src_tok = load_tokenizer(payload["tokenizer_models"]["src"])
         tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
-        decode = decode or config.decode
-        model = for_decoding(model.to(device), decode)
-        return cls(model, src_tok, tgt_tok, decode), config
+        decode = settings(decode or config.decode, beam, length_penalty)
+        device = pick_device(device) if isinstance(device, str) else device
+        translator = cls(for_decoding(model.to(device), decode), src_tok, tgt_tok, decode)
+        translator.config = config
+        return translator
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path, device: str | torch.device = "auto", **options):
+        """The best checkpoint of a training run directory (`train.run_dir`)."""
+        return cls.from_checkpoint(RunDir(run_dir).best, device, **options)
 
     @property
     def device(self) -> torch.device:
@@ -150,6 +179,16 @@ class Translator(TextTranslator):
         return outputs
 
 
+def settings(decode: DecodeConfig, beam: int | None, length_penalty: float | None):
+    """`decode` with the given overrides, checked as the config checks them."""
+    if beam is not None and beam < 1:
+        raise ValueError(f"beam must be at least 1, got {beam}")
+    if length_penalty is not None and length_penalty < 0:
+        raise ValueError(f"length_penalty must be >= 0, got {length_penalty}")
+    changes = {"beam": beam, "length_penalty": length_penalty}
+    return dataclasses.replace(decode, **{k: v for k, v in changes.items() if v is not None})
+
+
 def for_decoding(model: Transformer, decode: DecodeConfig) -> Transformer:
     """`model` set up to decode and nothing else: eval mode, and on the CPU its linear
     layers through oneDNN (`decode.onednn`)."""
@@ -172,7 +211,7 @@ def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
             threads=config.decode.threads,
             workers=config.decode.workers,
         )
-    return Translator.from_checkpoint(checkpoint, device, config.decode)[0]
+    return Translator.from_checkpoint(checkpoint, device, config.decode)
 
 
 def output_origin(config: Config, checkpoint: Path) -> Path:

@@ -83,6 +83,10 @@ def evaluate(
     split: Annotated[
         str, typer.Option("--split", help="Prepared split to score without --src: test or valid.")
     ] = "test",
+    hyp: Annotated[
+        Path | None,
+        typer.Option("--hyp", help="Score this hypothesis file against --ref (no model needed)."),
+    ] = None,
     checkpoint: CheckpointOpt = None,
     beam: BeamOpt = None,
     length_penalty: PenaltyOpt = None,
@@ -93,8 +97,13 @@ def evaluate(
 ):
     """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
     English sentence translated once, scored against all its translations."""
-    from translator.evaluate import evaluate_files
+    from translator.evaluate import evaluate_files, score_files
 
+    if hyp is not None:
+        if src is not None or not ref:
+            raise UserError("--hyp takes one or more --ref files and no --src")
+        print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
+        return
     cfg = config_module.load(
         config, set_ or [], run_options(device, beam, length_penalty, engine, model)
     )
@@ -104,7 +113,12 @@ def evaluate(
         raise UserError(f"--split must be test or valid, got {split!r}")
     setup_process()
     result = evaluate_files(cfg, default_checkpoint(cfg, checkpoint), src, ref or [], split)
-    s = result.scores
+    print_scores(result.scores, f"hypotheses in {result.hypotheses}")
+
+
+def print_scores(s, origin: str) -> None:
+    """The lines eval prints: BLEU, chrF (with signatures), first-reference-only scores
+    when there are several, and what was scored."""
     typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
     typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")
     if s.references > s.sentences:
@@ -112,9 +126,7 @@ def evaluate(
             f"first reference only: BLEU = {s.bleu_1ref:.2f}, chrF = {s.chrf_1ref:.2f}  "
             f"{s.bleu_1ref_signature}"
         )
-    typer.echo(
-        f"{s.sentences:,} sentences, {s.references:,} references; hypotheses in {result.hypotheses}"
-    )
+    typer.echo(f"{s.sentences:,} sentences, {s.references:,} references; {origin}")
 
 
 @app.command()
