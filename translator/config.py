@@ -77,6 +77,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model for training (slower on our CPU: README)
     update_freq: int = 1  # batches per optimiser update (gradient accumulation)
     save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
+    tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)
 
 
 @dataclass

@@ -82,6 +82,7 @@ def write_weights(trainer: Trainer, payload: dict, improved: bool, epoch: int) -
 
 
 def log_validation(trainer: Trainer, row: dict, result: Validation, improved: bool) -> None:
+    trainer.board.validation(trainer.state.step, result.loss, result.bleu)
     log.info(
         "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s | %s → %s",
         row["epoch"],

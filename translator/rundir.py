@@ -51,6 +51,7 @@ class RunDir:
                 partial.unlink()
         if not resume:
             shutil.rmtree(self.checkpoints, ignore_errors=True)
+            shutil.rmtree(self.path / "tensorboard", ignore_errors=True)
             self.metrics.unlink(missing_ok=True)
         self.path.mkdir(parents=True, exist_ok=True)
         checkpoint.write_text(self.path / "config.json", json.dumps(config, indent=2) + "\n")

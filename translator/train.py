@@ -41,6 +41,7 @@ from translator.rundir import RunDir
 from translator.runtime import StopSignals, pick_device
 from translator.schedule import LRSchedule
 from translator.state import TrainState, seed_everything
+from translator.tensorboard import Board
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class Trainer:
         self.session_elapsed = 0.0  # state.elapsed when this session began
         self.signals = StopSignals()
         self.ooms_in_a_row = 0
+        self.board = Board(self.run_dir.path, enabled=False)  # run() opens the real one
 
     # ---- checkpoints -------------------------------------------------------------------
     def payload(self) -> dict:
@@ -199,14 +201,14 @@ class Trainer:
             loss = self.global_loss()  # the one host-device sync, every log_every steps
             self.check_finite(loss)
             seconds = max(self.state.epoch_seconds, 1e-9)
+            per_token = loss / max(1, self.state.epoch_tokens)
+            tokens_per_s = self.state.epoch_tokens / seconds
             bar.set_postfix(
-                loss=f"{loss / max(1, self.state.epoch_tokens):.3f}",
-                lr=f"{self.schedule.lr:.2e}",
-                tok_s=f"{self.state.epoch_tokens / seconds:.0f}",
+                loss=f"{per_token:.3f}", lr=f"{self.schedule.lr:.2e}", tok_s=f"{tokens_per_s:.0f}"
             )
+            self.board.training(step, per_token, self.schedule.lr, tokens_per_s)
         if step == 1:
-            seconds = time.perf_counter() - self.created
-            log.info("first update done %.1f s after start-up began", seconds)
+            log.info("first update %.1f s after start-up began", time.perf_counter() - self.created)
         if self.cfg.save_every and step % self.cfg.save_every == 0:
             self.save()
 
@@ -248,8 +250,12 @@ class Trainer:
             self.device,
         )
         history: list[dict] = []
+        self.board = Board(self.run_dir.path, self.cfg.tensorboard and self.ranks.main)
         with self.signals:
-            reason = self.train_until_stopped(budget, history)
+            try:
+                reason = self.train_until_stopped(budget, history)
+            finally:
+                self.board.close()
         return TrainResult(self.run_dir.path, self.state, reason, len(self.data.train), history)
 
     def train_until_stopped(self, budget: float, history: list[dict]) -> str:

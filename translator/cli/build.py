@@ -94,6 +94,10 @@ def train(
         float | None, typer.Option("--max-minutes", help="Time budget (default: the config's).")
     ] = None,
     device: DeviceOpt = None,
+    tensorboard: Annotated[
+        bool | None,
+        typer.Option("--tensorboard", help="Log to RUN_DIR/tensorboard (train.tensorboard)."),
+    ] = None,
     set_: SetOpt = None,
 ):
     """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
@@ -102,7 +106,11 @@ def train(
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
-    values = {"train.device": device, "train.max_minutes": max_minutes}
+    values = {
+        "train.device": device,
+        "train.max_minutes": max_minutes,
+        "train.tensorboard": tensorboard,
+    }
     cfg = config_module.load(config, set_ or [], values)
     setup_process()
     try:

@@ -1,0 +1,47 @@
+"""Optional TensorBoard logging (`train.tensorboard = true` or `train --tensorboard`): the
+training loss, learning rate and tokens/s every `train.log_every` updates, and the
+validation loss and BLEU at every validation, under RUN_DIR/tensorboard, by update.
+
+Written with PyTorch's own `SummaryWriter`; it needs the `tensorboard` package, an optional
+extra (`pip install "translator[tensorboard]"`). Only the main process writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from translator.errors import UserError
+
+
+class Board:
+    """The run's TensorBoard writer, or nothing when logging is off."""
+
+    def __init__(self, run_dir: Path, enabled: bool):
+        self.writer = None
+        self.directory = Path(run_dir) / "tensorboard"
+        if not enabled:
+            return
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise UserError(
+                'train.tensorboard needs TensorBoard: pip install "translator[tensorboard]"'
+            ) from None
+        self.writer = SummaryWriter(str(self.directory), flush_secs=10)
+
+    def training(self, step: int, loss: float, lr: float, tokens_per_s: float) -> None:
+        if self.writer is not None:
+            self.writer.add_scalar("train/loss", loss, step)
+            self.writer.add_scalar("train/lr", lr, step)
+            self.writer.add_scalar("train/tokens_per_s", tokens_per_s, step)
+
+    def validation(self, step: int, loss: float, bleu: float) -> None:
+        if self.writer is not None:
+            self.writer.add_scalar("valid/loss", loss, step)
+            self.writer.add_scalar("valid/bleu", bleu, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
