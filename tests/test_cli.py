@@ -114,7 +114,7 @@ def test_malformed_rows_reported_with_line_numbers(project):
         (["prepare", "--set", "train.lr=fast"], ["'train.lr' must be float"]),
         (["train"], ["no prepared data", "translator prepare"]),
         (["translate", "Hello."], ["no checkpoint at run/checkpoints/best.pt"]),
-        (["translate"], ["nothing to translate"]),
+        (["translate"], ["no checkpoint at run/checkpoints/best.pt"]),
         (["translate", "--beam", "0", "Hi."], ["'decode.beam' must be positive"]),
         (["eval"], ["no test split"]),
         (["average", "run", "--last", "3"], ["has 0 epoch snapshots, 3 are needed"]),

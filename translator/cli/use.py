@@ -49,26 +49,52 @@ def translate(
     model: ModelDirOpt = None,
     set_: SetOpt = None,
 ):
-    """Translate English sentences into Chinese (greedy, or beam search with --beam)."""
+    """Translate English sentences into Chinese (greedy, or beam search with --beam).
+    Without sentences: a prompt on a terminal, else stdin line by line as it arrives."""
     from translator.data.lines import read_lines, read_stdin_lines, write_lines
     from translator.inference import open_translator
 
+    streaming = (not text or text == ["-"]) and input is None
     sentences: list[str] = []
-    for item in text or []:
+    for item in [] if streaming else text or []:
         sentences.extend(read_stdin_lines() if item == "-" else [item])
     if input is not None:
         sentences.extend(read_lines(input))
-    if not text and input is None:
-        raise UserError("nothing to translate: give sentences, '-' for stdin, or --input FILE")
     cfg = config_module.load(
         config, set_ or [], run_options(device, beam, length_penalty, engine, model)
     )
     setup_process()
-    results = open_translator(cfg, default_checkpoint(cfg, checkpoint)).translate(sentences)
+    translator = open_translator(cfg, default_checkpoint(cfg, checkpoint))
+    if streaming:
+        translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
+        return
+    results = translator.translate(sentences)
     if output is not None:
         write_lines(output, results)
     else:
         sys.stdout.write("".join(r + "\n" for r in results))
+
+
+def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
+    """The prompt loop on a terminal; otherwise stdin translated as its lines arrive, each
+    batch written (to stdout or `output`) and flushed as soon as it is decoded."""
+    from translator.stream import decoded_lines, prompt_loop, translate_stream
+
+    if interactive and output is None:
+        prompt_loop(translator.translate)
+        return
+    sink = sys.stdout if output is None else output.open("w", encoding="utf-8")
+    try:
+
+        def write(results: list[str]) -> None:
+            sink.write("".join(r + "\n" for r in results))
+            sink.flush()
+
+        lines = decoded_lines(sys.stdin.buffer)
+        translate_stream(translator.translate, lines, write, translator.decode.batch_size)
+    finally:
+        if output is not None:
+            sink.close()
 
 
 @app.command("eval")
