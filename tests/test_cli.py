@@ -132,3 +132,24 @@ def test_asking_for_cuda_without_it_is_a_user_error(project):
     assert_one_line_error(
         run_cli("train", "--device", "cuda", cwd=project), "CUDA is not available"
     )
+
+
+def test_the_default_config_is_found_from_any_directory_inside_the_project(project):
+    """As git finds .git: configs/tiny.toml in a parent directory is used, its relative
+    paths taken from that project directory, not from where the command runs."""
+    deep = project / "notes" / "drafts"
+    deep.mkdir(parents=True)
+    result = run_cli("prepare", cwd=deep)
+    assert result.returncode == 0, result.stderr
+    assert (project / "prepared/stats.json").is_file()
+    assert not (deep / "prepared").exists()
+    # a missing run is reported at the project's path
+    assert_one_line_error(run_cli("translate", "Hello.", cwd=deep), str(project / "run"))
+
+
+def test_without_a_config_anywhere_the_error_says_where_it_looked(tmp_path):
+    if any((parent / "configs/tiny.toml").is_file() for parent in tmp_path.parents):
+        pytest.skip("a configs/tiny.toml sits above the temporary directory")
+    assert_one_line_error(
+        run_cli("prepare", cwd=tmp_path), "configs/tiny.toml is not in", "pass --config FILE"
+    )

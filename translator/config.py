@@ -231,6 +231,38 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
+PATH_KEYS = (("data", "dir"), ("train", "run_dir"), ("decode", "model_dir"))
+
+
+def find_config(path: Path) -> tuple[Path, Path | None]:
+    """The config file to read, and the directory its relative paths are relative to when
+    that is not the current one: the default config (configs/tiny.toml) is also looked
+    for in the parent directories, as git looks for .git, so `translator` works from any
+    directory inside the project."""
+    if path.is_file():
+        return path, None
+    if path == DEFAULT_CONFIG:
+        for parent in Path.cwd().resolve().parents:
+            if (parent / path).is_file():
+                return parent / path, parent
+        raise UserError(
+            f"no --config given, and {path} is not in {Path.cwd().resolve()} or any parent "
+            "directory: pass --config FILE"
+        )
+    raise UserError(f"config file not found: {path}")
+
+
+def rebase_paths(raw: dict[str, Any], base: Path) -> None:
+    """Make the relative paths in a config read from `base`'s project absolute."""
+    data = raw.get("data", {})
+    if isinstance(data.get("inputs"), list):
+        data["inputs"] = [str(base / p) for p in data["inputs"]]
+    for section, key in PATH_KEYS:
+        value = raw.get(section, {}).get(key)
+        if isinstance(value, str) and value:
+            raw[section][key] = str(base / value)
+
+
 def load(
     path: str | Path | None = None,
     overrides: Sequence[str] = (),
@@ -240,18 +272,13 @@ def load(
     then typed values from command-line flags (`values`, e.g. {"decode.beam": 5}; None
     means the flag was not given) folded in, then checked once: the one way any option
     reaches the code."""
-    path = Path(path) if path is not None else DEFAULT_CONFIG
-    if not path.is_file():
-        hint = (
-            " (run it from the project directory, or pass --config)"
-            if path == DEFAULT_CONFIG
-            else ""
-        )
-        raise UserError(f"config file not found: {path}{hint}")
+    path, base = find_config(Path(path) if path is not None else DEFAULT_CONFIG)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
+    if base is not None:
+        rebase_paths(raw, base)
     pairs = [parse_override(text) for text in overrides]
     pairs += [(key, value) for key, value in (values or {}).items() if value is not None]
     for key, value in pairs:
