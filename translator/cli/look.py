@@ -1,4 +1,4 @@
-"""Looking at a run: plot, info."""
+"""Looking at a run and a model: plot, info, attention."""
 
 from __future__ import annotations
 
@@ -7,7 +7,20 @@ from typing import Annotated
 
 import typer
 
-from translator.cli.common import app, user_errors
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    BeamOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    DeviceOpt,
+    SetOpt,
+    app,
+    default_checkpoint,
+    run_options,
+    setup_process,
+    user_errors,
+)
 
 
 @app.command()
@@ -37,3 +50,36 @@ def info(
 
     for line in describe(source):
         typer.echo(line)
+
+
+@app.command()
+@user_errors
+def attention(
+    text: Annotated[str, typer.Argument(help="One English sentence.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG to write.")] = Path("attn.png"),
+    layer: Annotated[
+        int | None,
+        typer.Option("--layer", help="Decoder layer, 1-based (default: mean over layers)."),
+    ] = None,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    device: DeviceOpt = None,
+    set_: SetOpt = None,
+):
+    """Translate one sentence and draw the decoder's cross-attention as a heatmap: the
+    pieces it wrote against the source pieces (needs matplotlib)."""
+    from translator.attention import cross_attention, plot_attention
+    from translator.inference import Translator
+    from translator.plot import require_matplotlib
+
+    require_matplotlib()
+    cfg = config_module.load(config, set_ or [], run_options(device, beam, None))
+    setup_process()
+    translator = Translator.from_checkpoint(
+        default_checkpoint(cfg, checkpoint), cfg.train.device, cfg.decode
+    )
+    found = cross_attention(translator, text)
+    found.select(layer)  # a bad --layer fails before anything is drawn
+    written = plot_attention(found, out, layer)
+    typer.echo(f"{found.translation}\nwrote {written}")
