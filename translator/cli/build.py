@@ -1,4 +1,4 @@
-"""Building a model: prepare, train, average."""
+"""Building a model: download, prepare, train, average."""
 
 from __future__ import annotations
 
@@ -18,6 +18,32 @@ from translator.cli.common import (
     user_errors,
 )
 from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def download(
+    source: Annotated[
+        str, typer.Option("--source", help="tatoeba (the weekly exports) or anki (manythings.org).")
+    ] = "tatoeba",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")] = Path(
+        "data/raw"
+    ),
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", help="A mirror of the source's files (or TRANSLATOR_DOWNLOAD_URL)."
+        ),
+    ] = None,
+):
+    """Download English–Mandarin pairs (resumable, cached with checksums) into a file
+    `translator prepare --input` reads."""
+    from translator.download import download as run_download
+
+    result = run_download(source, out, base_url)
+    cache = "downloaded " + ", ".join(result.fetched) if result.fetched else "all from the cache"
+    typer.echo(f"{result.pairs:,} pairs in {result.pairs_file} ({cache})")
+    typer.echo(f"next: translator prepare --input {result.pairs_file}")
 
 
 @app.command()
