@@ -109,6 +109,7 @@ def cjk_font() -> str | None:
 
 def plot_attention(attention: Attention, out: Path, layer: int | None) -> Path:
     """The heatmap: generated pieces down, source pieces across."""
+    weights = attention.select(layer).numpy()  # a bad layer fails before anything is drawn
     plt = require_matplotlib()
     font = cjk_font()
     if font is None:
@@ -117,7 +118,6 @@ def plot_attention(attention: Attention, out: Path, layer: int | None) -> Path:
             "Chinese pieces will show as boxes"
         )
     families = [font, "DejaVu Sans"] if font else ["DejaVu Sans"]
-    weights = attention.select(layer).numpy()
     rows, columns = weights.shape
     size = (max(4.0, 0.55 * columns + 2.5), max(3.0, 0.45 * rows + 1.8))
     with plt.rc_context({"font.family": families, "axes.unicode_minus": False}):

@@ -89,22 +89,19 @@ def _read(path: Path, names: list[str], keep: set[int] | None = None) -> pd.Data
         chunksize=500_000,
         on_bad_lines="skip",
     )
-    id_column = names[0]
+    ids = [name for name in names if name.endswith("_id")]
     frames = []
     try:
         for chunk in chunks:
-            for column in (c for c in names if c.endswith("_id")):
-                chunk[column] = pd.to_numeric(chunk[column], errors="coerce")
-            chunk = chunk.dropna(subset=[c for c in names if c.endswith("_id")])
+            chunk[ids] = chunk[ids].apply(pd.to_numeric, errors="coerce")
+            chunk = chunk.dropna(subset=ids)
             if keep is not None:
-                chunk = chunk[chunk[id_column].isin(keep)]
+                chunk = chunk[chunk[ids[0]].isin(keep)]
             frames.append(chunk)
     except (OSError, EOFError, ValueError) as exc:
         raise UserError(f"{path}: not a Tatoeba export we can read ({exc})") from None
     frame = pd.concat(frames) if frames else pd.DataFrame(columns=names)
-    for column in (c for c in names if c.endswith("_id")):
-        frame[column] = frame[column].astype("int64")
-    return frame
+    return frame.astype({name: "int64" for name in ids})
 
 
 def _anki(base: str, cache: Path, out: Path, progress: bool) -> Downloaded:

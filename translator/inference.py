@@ -57,10 +57,8 @@ class TextTranslator:
         inputs give blank outputs. `beam` and `length_penalty` apply to this call only."""
         if isinstance(sentences, str):
             return self.translate([sentences], beam=beam, length_penalty=length_penalty)[0]
-        if beam is not None or length_penalty is not None:
-            engine = copy.copy(self)
-            engine.decode = settings(self.decode, beam, length_penalty)
-            return engine.translate(sentences)
+        if changes := overrides(beam, length_penalty):
+            return self.with_decode(**changes).translate(sentences)
         texts = [normalize_en(s) for s in sentences]
         todo = [i for i, text in enumerate(texts) if text]
         results = [""] * len(texts)
@@ -141,7 +139,7 @@ class Translator(TextTranslator):
         tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
-        decode = settings(decode or config.decode, beam, length_penalty)
+        decode = dataclasses.replace(decode or config.decode, **overrides(beam, length_penalty))
         device = pick_device(device) if isinstance(device, str) else device
         translator = cls(for_decoding(model.to(device), decode), src_tok, tgt_tok, decode)
         translator.config = config
@@ -179,14 +177,15 @@ class Translator(TextTranslator):
         return outputs
 
 
-def settings(decode: DecodeConfig, beam: int | None, length_penalty: float | None):
-    """`decode` with the given overrides, checked as the config checks them."""
+def overrides(beam: int | None, length_penalty: float | None) -> dict:
+    """The Python API's decoding arguments that were given, checked as the config checks
+    them, as DecodeConfig changes."""
     if beam is not None and beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
     if length_penalty is not None and length_penalty < 0:
         raise ValueError(f"length_penalty must be >= 0, got {length_penalty}")
     changes = {"beam": beam, "length_penalty": length_penalty}
-    return dataclasses.replace(decode, **{k: v for k, v in changes.items() if v is not None})
+    return {key: value for key, value in changes.items() if value is not None}
 
 
 def for_decoding(model: Transformer, decode: DecodeConfig) -> Transformer:

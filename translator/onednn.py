@@ -35,9 +35,9 @@ class OneDNNLinear(nn.Linear):
     min_rows = 8
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or not x.is_cpu or x.dtype != torch.float32:
-            return super().forward(x)
-        if self.weight.dtype != torch.float32 or x.numel() < self.min_rows * x.size(-1):
+        fp32 = x.dtype == self.weight.dtype == torch.float32
+        few_rows = x.numel() < self.min_rows * x.size(-1)
+        if torch.is_grad_enabled() or not x.is_cpu or not fp32 or few_rows:
             return super().forward(x)
         return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 

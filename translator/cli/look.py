@@ -80,6 +80,5 @@ def attention(
         default_checkpoint(cfg, checkpoint), cfg.train.device, cfg.decode
     )
     found = cross_attention(translator, text)
-    found.select(layer)  # a bad --layer fails before anything is drawn
     written = plot_attention(found, out, layer)
     typer.echo(f"{found.translation}\nwrote {written}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -83,8 +84,7 @@ def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
     if interactive and output is None:
         prompt_loop(translator.translate)
         return
-    sink = sys.stdout if output is None else output.open("w", encoding="utf-8")
-    try:
+    with nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8") as sink:
 
         def write(results: list[str]) -> None:
             sink.write("".join(r + "\n" for r in results))
@@ -92,9 +92,6 @@ def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
 
         lines = decoded_lines(sys.stdin.buffer)
         translate_stream(translator.translate, lines, write, translator.decode.batch_size)
-    finally:
-        if output is not None:
-            sink.close()
 
 
 @app.command("eval")
