@@ -8,14 +8,13 @@ tokenizer paths and the tokenizer models themselves (a few hundred kB), and the 
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from translator.atomic import atomic_write
 from translator.errors import UserError
 
 FORMAT = 1
@@ -25,26 +24,12 @@ def checkpoint_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save(payload: dict[str, Any], path: Path) -> None:
-    _atomic(path, lambda tmp: torch.save({"format": FORMAT, **payload}, tmp))
+    atomic_write(path, lambda tmp: torch.save({"format": FORMAT, **payload}, tmp))
 
 
 def write_text(path: Path, text: str) -> None:
-    _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 SNAPSHOT = "epoch{:04d}.pt"

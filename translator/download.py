@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from translator.atomic import atomic_write
 from translator.errors import UserError
 from translator.fetch import fetch
 
@@ -71,7 +72,9 @@ def _tatoeba(base: str, cache: Path, out: Path, progress: bool) -> Downloaded:
     )
     pairs = pairs.drop_duplicates(["en_id", "zh_id"]).sort_values(["en_id", "zh_id"])
     target = out / "en-cmn.tsv"
-    _write_atomically(pairs[["en_id", "en", "zh_id", "zh"]], target)
+    columns = pairs[["en_id", "en", "zh_id", "zh"]]
+    tsv = {"sep": "\t", "header": False, "index": False, "quoting": csv.QUOTE_NONE}
+    atomic_write(target, lambda tmp: columns.to_csv(tmp, **tsv))
     return Downloaded(target, len(pairs), fetched)
 
 
@@ -113,13 +116,5 @@ def _anki(base: str, cache: Path, out: Path, progress: bool) -> Downloaded:
             data = z.read("cmn.txt")
     except (zipfile.BadZipFile, KeyError) as exc:
         raise UserError(f"{archive}: not the Anki archive we expected ({exc})") from None
-    partial = target.with_name(target.name + ".tmp")
-    partial.write_bytes(data)
-    partial.replace(target)
+    atomic_write(target, lambda tmp: Path(tmp).write_bytes(data))
     return Downloaded(target, data.count(b"\n"), fetched)
-
-
-def _write_atomically(frame: pd.DataFrame, target: Path) -> None:
-    partial = target.with_name(target.name + ".tmp")
-    frame.to_csv(partial, sep="\t", header=False, index=False, quoting=csv.QUOTE_NONE)
-    partial.replace(target)

@@ -45,7 +45,7 @@ def fetch(url: str, dest: Path, progress: bool = True, timeout: float = 60.0) ->
         try:
             _transfer(url, partial, progress, timeout)
             break
-        except (http.client.IncompleteRead, ConnectionError, TimeoutError, OSError) as exc:
+        except (http.client.IncompleteRead, OSError) as exc:  # OSError: connection, timeout
             if attempt == ATTEMPTS:
                 done = partial.stat().st_size if partial.exists() else 0
                 raise UserError(
