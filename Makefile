@@ -30,10 +30,11 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) runs data/prepared .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs data/prepared .pytest_cache .ruff_cache .import_linter_cache

@@ -36,18 +36,18 @@ import bench_engines  # noqa: E402
 from reference import naive  # noqa: E402
 
 from translator import config as config_module  # noqa: E402
+from translator.corpus.pipeline import prepare  # noqa: E402
 from translator.data.batching import (  # noqa: E402
     encode_pairs,  # noqa: E402
     pad,
     padding_mask,
 )
 from translator.data.layout import read_split, tokenizer_file  # noqa: E402
-from translator.data.prepare import prepare  # noqa: E402
 from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
-from translator.flops import count_parameters, forward_flops  # noqa: E402
-from translator.inference import Translator, for_decoding  # noqa: E402
+from translator.inference.torch_engine import Translator, for_decoding  # noqa: E402
+from translator.model.flops import count_parameters, forward_flops  # noqa: E402
 from translator.runtime import keep_freed_memory, pick_device  # noqa: E402
-from translator.train import Trainer  # noqa: E402
+from translator.training.trainer import Trainer  # noqa: E402
 
 
 def matmul_flops(device: torch.device) -> tuple[float, str]:

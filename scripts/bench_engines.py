@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from translator import checkpoint as checkpoint_module
-from translator import onednn
 from translator.data.layout import read_references
+from translator.deploy.export import export
 from translator.errors import UserError
-from translator.evaluate import score
-from translator.export import export
-from translator.inference import Translator, for_decoding
+from translator.evaluation.scoring import score
+from translator.inference import onednn
+from translator.inference.torch_engine import Translator, for_decoding
+from translator.model import checkpoint as checkpoint_module
 
 
 @dataclass
@@ -119,7 +119,7 @@ def compare(
 
 def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows):
     """Append CTranslate2's rows to `rows` (ours first)."""
-    from translator.ct2 import CTranslate2Translator
+    from translator.inference.ct2_engine import CTranslate2Translator
 
     device = translator.device.type
     ours = {int(r.search.split()[1]): r for r in rows[:2]}

@@ -28,8 +28,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from translator import checkpoint  # noqa: E402
-from translator.rundir import RunDir  # noqa: E402
+from translator.model import checkpoint  # noqa: E402
+from translator.model.rundir import RunDir  # noqa: E402
 
 TIMING = ("train_tokens_per_s", "minutes")
 

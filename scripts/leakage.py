@@ -25,9 +25,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from translator.corpus.split import loose_form  # noqa: E402
 from translator.data.layout import group_references, read_split  # noqa: E402
-from translator.data.split import loose_form  # noqa: E402
-from translator.evaluate import score  # noqa: E402
+from translator.evaluation.scoring import score  # noqa: E402
 
 WORD = re.compile(r"\w+")
 

@@ -26,7 +26,7 @@ import zhconv
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from translator.data.readers import ReadStats, read_pairs  # noqa: E402
+from translator.corpus.readers import ReadStats, read_pairs  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"

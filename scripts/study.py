@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from translator import config as config_module  # noqa: E402
-from translator.checkpoint import average_last  # noqa: E402
+from translator.corpus.pipeline import prepare  # noqa: E402
 from translator.data.layout import tokenizer_file  # noqa: E402
-from translator.data.prepare import prepare  # noqa: E402
 from translator.errors import UserError  # noqa: E402
-from translator.evaluate import evaluate_files  # noqa: E402
-from translator.rundir import RunDir  # noqa: E402
+from translator.evaluation.evaluator import evaluate_files  # noqa: E402
+from translator.model.checkpoint import average_last  # noqa: E402
+from translator.model.rundir import RunDir  # noqa: E402
 from translator.runtime import keep_freed_memory  # noqa: E402
-from translator.train import train  # noqa: E402
+from translator.training.loop import train  # noqa: E402
 
 AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
 

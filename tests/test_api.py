@@ -2,7 +2,7 @@
 
 import pytest
 
-import translator.inference as inference
+import translator.inference.torch_engine as inference
 from translator import Translator
 from translator.errors import UserError
 

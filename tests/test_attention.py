@@ -6,8 +6,8 @@ import torch
 from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
 
 from translator import Translator
-from translator.attention import cross_attention, plot_attention
 from translator.errors import UserError
+from translator.inspect.attention import cross_attention, plot_attention
 
 
 def test_weights_are_distributions_over_the_source_for_every_written_piece(trained):
@@ -42,7 +42,7 @@ def test_a_cjk_font_is_found_where_one_is_installed():
     pytest.importorskip("matplotlib")
     from matplotlib import font_manager
 
-    from translator.attention import cjk_font
+    from translator.inspect.attention import cjk_font
 
     has_cjk = any("CJK" in font.name for font in font_manager.fontManager.ttflist)
     if not has_cjk:

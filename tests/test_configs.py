@@ -7,7 +7,7 @@ import torch
 
 from translator.config import load
 from translator.data.batching import padding_mask
-from translator.model import Transformer
+from translator.model.transformer import Transformer
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
 

@@ -5,14 +5,15 @@ import torch
 from conftest import tiny_config
 
 from translator.config import ModelConfig
+from translator.corpus.pipeline import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split
-from translator.data.prepare import prepare
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
-from translator.decode import NEVER_OUTPUT, beam_search, greedy, length_penalty
-from translator.inference import Translator
-from translator.model import Transformer
-from translator.train import Trainer
+from translator.inference.search import NEVER_OUTPUT, beam_search, greedy, length_penalty
+from translator.inference.torch_engine import Translator
+from translator.model.transformer import Transformer
+from translator.training.loop import run
+from translator.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def trained(tmp_path_factory):
     prepare(config.data)
     trainer = Trainer(config, progress=False)
     trainer.run_dir.start(config.to_dict(), resume=False)
-    trainer.run()
+    run(trainer)
     translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     sentences = read_split(config.data.dir, "test")[0] + read_split(config.data.dir, "valid")[0]
     return translator, translator.encode(sentences)

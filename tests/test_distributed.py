@@ -12,10 +12,10 @@ import pytest
 import torch
 from conftest import tiny_config, to_toml
 
-from translator import checkpoint
-from translator.data.prepare import prepare
-from translator.distributed import deal
-from translator.train import train
+from translator.corpus.pipeline import prepare
+from translator.model import checkpoint
+from translator.training.distributed import deal
+from translator.training.loop import train
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 

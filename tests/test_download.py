@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import assert_one_line_error, run_cli
 
-from translator.data.readers import detect_format
-from translator.download import download
+from translator.corpus.download import download
+from translator.corpus.fetcher import fetch
+from translator.corpus.readers import detect_format
 from translator.errors import UserError
-from translator.fetch import fetch
 
 ENGLISH = {1: "Hi.", 2: "Run!", 3: "I'm home.", 5: 'She said "no".'}
 CHINESE = {100: "你好。", 101: "您好。", 102: "跑！", 103: "我回來了。", 104: "她說「不」。"}

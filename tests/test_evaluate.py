@@ -6,7 +6,7 @@ from sacrebleu.metrics import BLEU
 
 from translator.data.layout import group_references
 from translator.errors import UserError
-from translator.evaluate import read_eval_set, reference_streams, score
+from translator.evaluation.scoring import read_eval_set, reference_streams, score
 
 
 def test_a_hypothesis_matching_any_reference_scores_full_marks():

@@ -11,14 +11,14 @@ import pytest
 import torch
 from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config, to_toml
 
-from translator import checkpoint as checkpoint_module
 from translator.config import DecodeConfig
+from translator.deploy.export import export
 from translator.errors import UserError
-from translator.export import export
-from translator.inference import Translator
+from translator.inference.torch_engine import Translator
+from translator.model import checkpoint as checkpoint_module
 
 ct2 = pytest.importorskip("ctranslate2")
-from translator.ct2 import CTranslate2Translator  # noqa: E402
+from translator.inference.ct2_engine import CTranslate2Translator  # noqa: E402
 
 SENTENCES = [en for en, _ in generated_pairs(300, seed=7)[:60]] + [
     "Tom?",
@@ -37,7 +37,7 @@ def random_checkpoint(trained, tmp_path, **model_changes):
     translator = Translator.from_checkpoint(trained, torch.device("cpu"))
     config = translator.config
     torch.manual_seed(1)
-    from translator.model import Transformer
+    from translator.model.transformer import Transformer
 
     model = Transformer(
         dataclasses.replace(config.model, **model_changes),
@@ -154,7 +154,7 @@ def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path
 
 
 def test_a_ctranslate2_failure_is_one_clear_error():
-    from translator.ct2 import _hypothesis
+    from translator.inference.ct2_engine import _hypothesis
 
     class Failed:
         def result(self):

@@ -5,11 +5,11 @@ import torch
 from conftest import tiny_config
 
 from translator.config import DecodeConfig
+from translator.corpus.pipeline import prepare
 from translator.data.layout import tokenizer_file
-from translator.data.prepare import prepare
 from translator.data.tokenizer import load_tokenizer
-from translator.inference import Translator
-from translator.model import Transformer
+from translator.inference.torch_engine import Translator
+from translator.model.transformer import Transformer
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ import torch
 from conftest import tiny_config
 
 from translator.data.batching import make_batches, padding_mask
-from translator.decode import greedy
-from translator.loss import sequence_loss
-from translator.model import Transformer
+from translator.inference.search import greedy
+from translator.model.loss import sequence_loss
+from translator.model.transformer import Transformer
 
 
 def test_bf16_autocast_training_step_and_decoding(tmp_path):

@@ -4,9 +4,9 @@ import torch
 from translator.config import ModelConfig, TrainConfig
 from translator.data.batching import padding_mask
 from translator.data.tokenizer import PAD
-from translator.loss import sequence_loss
-from translator.model import Transformer
-from translator.optim import build_optimizer, parameter_groups
+from translator.model.loss import sequence_loss
+from translator.model.transformer import Transformer
+from translator.training.optimizer import build_optimizer, parameter_groups
 
 SRC_V, TGT_V = 50, 60
 
@@ -102,7 +102,7 @@ def test_label_smoothed_loss_ignores_padding():
 
 @pytest.mark.parametrize("p", [0.1, 0.3])
 def test_dropout_drops_p_and_keeps_the_expectation(p):
-    from translator.dropout import Dropout
+    from translator.model.dropout import Dropout
 
     drop = Dropout(p)
     x = torch.ones(1000, 1000, requires_grad=True)
@@ -125,7 +125,7 @@ def test_forward_flops_match_pytorchs_count():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    from translator.flops import forward_flops
+    from translator.model.flops import forward_flops
 
     m = model()
     src, tgt = ids(3, 7, SRC_V), ids(3, 5, TGT_V)

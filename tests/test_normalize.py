@@ -1,6 +1,6 @@
 from zhconv.zhconv import getdict
 
-from translator.data.normalize import normalize_en, normalize_zh, to_simplified
+from translator.data.normalization import normalize_en, normalize_zh, to_simplified
 
 # lines of the shared Tatoeba file that zhconv (zh-hans or zh-cn) changes though they are
 # simplified already

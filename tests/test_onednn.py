@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from translator import onednn
 from translator.config import ModelConfig
 from translator.data.batching import pad, padding_mask
-from translator.decode import beam_search, greedy
-from translator.inference import Translator
-from translator.model import Transformer
-from translator.onednn import OneDNNLinear, use_onednn
+from translator.inference import onednn
+from translator.inference.onednn import OneDNNLinear, use_onednn
+from translator.inference.search import beam_search, greedy
+from translator.inference.torch_engine import Translator
+from translator.model.transformer import Transformer
 
 needs_onednn = pytest.mark.skipif(not onednn.available(), reason="oneDNN needs an x86-64 CPU")
 

@@ -5,14 +5,14 @@ import builtins
 import pytest
 from conftest import assert_one_line_error, run_cli
 
-from translator.checkpoint import load
 from translator.config import from_dict
 from translator.errors import UserError
-from translator.flops import count_parameters
-from translator.info import describe
-from translator.model import Transformer
-from translator.plot import plot_run
-from translator.rundir import RunDir
+from translator.inspect.info import describe
+from translator.inspect.plot import plot_run
+from translator.model.checkpoint import load
+from translator.model.flops import count_parameters
+from translator.model.rundir import RunDir
+from translator.model.transformer import Transformer
 
 
 def fake_run(tmp_path, epochs: int = 6):

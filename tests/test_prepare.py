@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.data.clean import clean_chunk, first_occurrences
+from translator.corpus.cleaning import clean_chunk, first_occurrences
+from translator.corpus.pipeline import prepare
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
-from translator.data.prepare import prepare
 from translator.errors import UserError
 
 

@@ -23,11 +23,11 @@ import torch
 from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
 
 from translator.config import DecodeConfig, ServeConfig
-from translator.inference import Translator
+from translator.inference.torch_engine import Translator
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-from translator.serve import BadRequest, Batcher, check_request  # noqa: E402
+from translator.deploy.server import BadRequest, Batcher, check_request  # noqa: E402
 
 SENTENCES = ["Tom can see the cat.", "I will buy the book.", "", "She should draw the flower."]
 
@@ -227,7 +227,7 @@ def test_the_ctranslate2_engine_serves_the_same_translations(
     server, config_file, trained, tmp_path
 ):
     pytest.importorskip("ctranslate2")
-    from translator.export import export
+    from translator.deploy.export import export
 
     model_dir = export(trained, tmp_path / "ct2")
     with serving(config_file, "--engine", "ctranslate2", "--model", str(model_dir)) as ct2:

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from conftest import tiny_config, write_tatoeba
 
+from translator.corpus.pipeline import prepare
+from translator.corpus.split import connected_groups, loose_form, split_pairs
 from translator.data.layout import read_split
-from translator.data.prepare import prepare
-from translator.data.split import connected_groups, loose_form, split_pairs
 
 
 def tempting_pairs(n_stories: int, seed: int = 0) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ import pytest
 from conftest import tiny_config, to_toml
 
 from translator.errors import UserError
-from translator.stream import arriving_batches, decoded_lines, prompt_loop
+from translator.inference.stream import arriving_batches, decoded_lines, prompt_loop
 
 SENTENCES = ["i have a cat .", "where is the big station ?", "", "he goes with her ."]
 

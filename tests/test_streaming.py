@@ -21,14 +21,15 @@ import torch
 from conftest import tiny_config
 
 from translator.config import Config
-from translator.data import batching, dataset, readers, reorder
-from translator.data.clean import clean_chunk, first_occurrences
+from translator.corpus import readers, split_writer
+from translator.corpus.cleaning import clean_chunk, first_occurrences
+from translator.corpus.pipeline import prepare
+from translator.corpus.readers import ReadStats, read_pairs
+from translator.corpus.split import split_pairs
+from translator.data import batching, dataset
 from translator.data.dataset import load_training_data
 from translator.data.ids import ids_file, open_ids, up_to_date
 from translator.data.layout import LANGS, SPLITS, read_split
-from translator.data.prepare import prepare
-from translator.data.readers import ReadStats, read_pairs
-from translator.data.split import split_pairs
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 
@@ -75,7 +76,7 @@ def files_of(directory: str) -> dict[str, object]:
 def test_output_is_the_same_for_any_workers_blocks_and_buckets(tmp_path, corpus, monkeypatch):
     reference = files_of(prepared(tmp_path / "a", corpus, workers=1).data.dir)
     monkeypatch.setattr(readers, "BLOCK_BYTES", 8 << 10)  # about 25 blocks
-    monkeypatch.setattr(reorder, "BUCKET_ROWS", 400)  # 8 buckets
+    monkeypatch.setattr(split_writer, "BUCKET_ROWS", 400)  # 8 buckets
     for workers in (1, 2):
         directory = prepared(tmp_path / f"w{workers}", corpus, workers=workers).data.dir
         assert files_of(directory) == reference
@@ -84,7 +85,7 @@ def test_output_is_the_same_for_any_workers_blocks_and_buckets(tmp_path, corpus,
 
 def test_splits_equal_the_in_memory_pipeline(tmp_path, corpus, monkeypatch):
     monkeypatch.setattr(readers, "BLOCK_BYTES", 8 << 10)
-    monkeypatch.setattr(reorder, "BUCKET_ROWS", 300)
+    monkeypatch.setattr(split_writer, "BUCKET_ROWS", 300)
     config = prepared(tmp_path, corpus, workers=2)
     raw = pd.concat(read_pairs(corpus, "tatoeba", ReadStats()), ignore_index=True)
     cleaned = clean_chunk(raw, config.data)  # the whole corpus as one chunk
@@ -100,9 +101,9 @@ def test_splits_equal_the_in_memory_pipeline(tmp_path, corpus, monkeypatch):
 
 def test_no_step_holds_more_than_a_block_or_a_bucket(tmp_path, corpus, monkeypatch):
     monkeypatch.setattr(readers, "BLOCK_BYTES", 8 << 10)
-    monkeypatch.setattr(reorder, "BUCKET_ROWS", 250)
+    monkeypatch.setattr(split_writer, "BUCKET_ROWS", 250)
     largest = {"parsed": 0, "bucketed": 0}
-    parse, read = readers.parse_block, reorder._read
+    parse, read = readers.parse_block, split_writer._read
 
     def counting_parse(*args):
         pairs, stats = parse(*args)
@@ -115,8 +116,8 @@ def test_no_step_holds_more_than_a_block_or_a_bucket(tmp_path, corpus, monkeypat
             largest["bucketed"] = max(largest["bucketed"], len(lines))
         return lines
 
-    monkeypatch.setattr("translator.data.scan.parse_block", counting_parse)
-    monkeypatch.setattr(reorder, "_read", counting_read)
+    monkeypatch.setattr("translator.corpus.scan.parse_block", counting_parse)
+    monkeypatch.setattr(split_writer, "_read", counting_read)
     prepared(tmp_path, corpus, workers=1)
     lines_per_block = (8 << 10) // min(len(line) for line in corpus.read_bytes().splitlines())
     assert 0 < largest["parsed"] <= lines_per_block < 3000

@@ -5,11 +5,11 @@ import builtins
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.data.prepare import prepare
+from translator.corpus.pipeline import prepare
 from translator.errors import UserError
-from translator.rundir import RunDir
-from translator.tensorboard import Board
-from translator.train import train
+from translator.model.rundir import RunDir
+from translator.training.loop import train
+from translator.training.tensorboard import Board
 
 
 def scalars(directory) -> dict[str, list[tuple[int, float]]]:

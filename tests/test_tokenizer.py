@@ -2,8 +2,8 @@ import logging
 
 from conftest import tiny_config, write_tatoeba
 
+from translator.corpus.pipeline import prepare
 from translator.data.layout import tokenizer_file
-from translator.data.prepare import prepare
 from translator.data.tokenizer import BOS, EOS, PAD, UNK, load_tokenizer
 
 

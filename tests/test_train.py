@@ -6,15 +6,17 @@ import pytest
 import torch
 from conftest import tiny_config
 
-from translator import checkpoint, oom
-from translator import train as train_module
+from translator.corpus.pipeline import prepare
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
-from translator.data.prepare import prepare
 from translator.errors import UserError
-from translator.inference import Translator
-from translator.rundir import RunDir
-from translator.train import Trainer, TrainingDiverged, train
+from translator.inference.torch_engine import Translator
+from translator.model import checkpoint
+from translator.model.rundir import RunDir
+from translator.training import oom
+from translator.training import trainer as train_module
+from translator.training.loop import Interrupted, run, train
+from translator.training.trainer import Trainer, TrainingDiverged
 
 CPU = torch.device("cpu")
 
@@ -35,7 +37,7 @@ def with_train(cfg, **values):
 def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
     trainer = Trainer(config, progress=False)
     trainer.run_dir.start(config.to_dict(), resume=False)
-    trainer.run()
+    run(trainer)
     sentences = read_lines(split_file(config.data.dir, "test", "en"))
     in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     loaded = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
@@ -213,7 +215,7 @@ def test_resume_mid_epoch_after_a_signal_is_exact(config, tmp_path, monkeypatch)
 
     monkeypatch.setattr(Trainer, "after_update", signal_at)
     config = exact_config(config, tmp_path, "cut")
-    with pytest.raises(train_module.Interrupted, match="SIGTERM.*--resume"):
+    with pytest.raises(Interrupted, match="SIGTERM.*--resume"):
         train(config, progress=False)
     monkeypatch.setattr(Trainer, "after_update", after)
     resumed = train(config, resume=True, progress=False)

@@ -74,7 +74,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
-    compile: bool = False  # torch.compile the model for training (slower on our CPU: README)
+    compile: bool = False  # torch.compile for training (slower on our CPU: docs/performance.md)
     update_freq: int = 1  # batches per optimiser update (gradient accumulation)
     save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
     tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)

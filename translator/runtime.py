@@ -22,7 +22,7 @@ def keep_freed_memory() -> bool:
     operating system. A training step frees and re-allocates the same large buffers; by
     default glibc unmaps them and the next step page-faults them in again: 2.1 million
     faults in 80 CPU steps, and 10-19% more training throughput without them (measured;
-    see the README's Performance section). Linux with glibc only; elsewhere nothing
+    see docs/performance.md). Linux with glibc only; elsewhere nothing
     happens. Returns whether the setting took."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt

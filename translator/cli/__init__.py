@@ -1,9 +1,15 @@
 """The `translator` command. Each subcommand parses its options, folds them into the config
 (one path for every option), calls one function and prints a short summary. Errors a user
-can cause end with one line on stderr and exit code 2."""
+can cause end with one line on stderr and exit code 2.
 
-from translator.cli import build, look, serve, use  # noqa: F401 - registers the subcommands
+The modules register their commands on import, in the order `translator --help` lists
+them: the pipeline's."""
+
+# isort: off
+from translator.cli import prepare, train, translate, deploy, inspect  # noqa: F401
 from translator.cli.common import app
+
+# isort: on
 
 
 def main() -> None:

@@ -94,7 +94,7 @@ def user_errors(command):
 
 
 def default_checkpoint(cfg: config_module.Config, given: Path | None) -> Path:
-    from translator.rundir import RunDir
+    from translator.model.rundir import RunDir
 
     return given or RunDir(cfg.train.run_dir).best
 

@@ -3,7 +3,7 @@
 Special ids are fixed: pad 0, unk 1, bos 2, eos 3. The normalisation rule is `identity`:
 SentencePiece's default (nmt_nfkc) folds full-width punctuation such as ？，！ into ASCII,
 so a model trained on it could never write what Chinese references contain. Our own
-normaliser (translator.data.normalize) runs before SentencePiece instead, at prepare time
+normaliser (translator.data.normalization) runs before SentencePiece instead, at prepare time
 and at translate time alike.
 
 The Chinese model has byte fallback: a character too rare for the vocabulary is written as

@@ -1,0 +1,98 @@
+"""Shipping a model: translator export and translator serve."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    BeamOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    DeviceOpt,
+    EngineOpt,
+    ModelDirOpt,
+    SetOpt,
+    app,
+    default_checkpoint,
+    run_options,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def export(
+    source: Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")],
+    quantization: Annotated[
+        str | None,
+        typer.Option("--quantization", help="int8, int8_float32, float16, bfloat16, … (none)."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
+):
+    """Write a CTranslate2 model directory (with both tokenizers and the decoding defaults)
+    for `translate`/`eval --engine ctranslate2 --model DIR`."""
+    from translator.deploy.export import export as run_export
+    from translator.model.rundir import RunDir
+
+    checkpoint = RunDir(source).best if source.is_dir() else source
+    setup_process()
+    path = run_export(checkpoint, out, quantization, force)
+    typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")
+
+
+@app.command()
+@user_errors
+def serve(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    checkpoint: CheckpointOpt = None,
+    engine: EngineOpt = None,
+    model: ModelDirOpt = None,
+    beam: BeamOpt = None,
+    device: DeviceOpt = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to listen on (serve.host; 0.0.0.0: all)."),
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (serve.port).")] = None,
+    batching: Annotated[
+        bool | None,
+        typer.Option("--batching/--no-batching", help="Decode concurrent requests together."),
+    ] = None,
+    set_: SetOpt = None,
+):
+    """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
+    from translator.deploy.server import create_app, require_fastapi
+    from translator.inference.engines import open_translator, output_origin
+
+    values = run_options(device, beam, None, engine, model)
+    values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
+    cfg = config_module.load(config, set_ or [], values)
+    require_fastapi()
+    import uvicorn
+
+    setup_process()
+    path = default_checkpoint(cfg, checkpoint)
+    translator = open_translator(cfg, path)  # loaded once, before the server starts
+    origin = output_origin(cfg, path)
+    about = {"engine": cfg.decode.engine, "model": str(origin), "batching": cfg.serve.batching}
+    app_ = create_app(translator, cfg.serve, about)
+    _check_free(cfg.serve.host, cfg.serve.port)
+    typer.echo(f"serving {origin} on http://{cfg.serve.host}:{cfg.serve.port} (Ctrl-C stops)")
+    uvicorn.run(app_, host=cfg.serve.host, port=cfg.serve.port, log_level="warning")
+
+
+def _check_free(host: str, port: int) -> None:
+    """One clear line if the address cannot be bound, before uvicorn tries."""
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        raise UserError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None

@@ -1,0 +1,84 @@
+"""Looking at a run and a model: plot, info, attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    BeamOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    DeviceOpt,
+    SetOpt,
+    app,
+    default_checkpoint,
+    run_options,
+    setup_process,
+    user_errors,
+)
+
+
+@app.command()
+@user_errors
+def plot(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (it holds metrics.tsv).")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="PNG to write (default: RUN_DIR/training.png)."),
+    ] = None,
+):
+    """Draw training and validation loss, validation BLEU and the learning rate per epoch
+    (needs matplotlib: pip install "translator[plot]")."""
+    from translator.inspect.plot import plot_run
+
+    written = plot_run(run_dir, out or run_dir / "training.png")
+    typer.echo(f"wrote {written}")
+
+
+@app.command()
+@user_errors
+def info(
+    source: Annotated[Path, typer.Argument(help="A run directory or a checkpoint.")],
+):
+    """Parameter count, config, data statistics, epochs and updates trained, best epoch."""
+    from translator.inspect.info import describe
+
+    for line in describe(source):
+        typer.echo(line)
+
+
+@app.command()
+@user_errors
+def attention(
+    text: Annotated[str, typer.Argument(help="One English sentence.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG to write.")] = Path("attn.png"),
+    layer: Annotated[
+        int | None,
+        typer.Option("--layer", help="Decoder layer, 1-based (default: mean over layers)."),
+    ] = None,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    device: DeviceOpt = None,
+    set_: SetOpt = None,
+):
+    """Translate one sentence and draw the decoder's cross-attention as a heatmap: the
+    pieces it wrote against the source pieces (needs matplotlib)."""
+    from translator.inference.torch_engine import Translator
+    from translator.inspect.attention import cross_attention, plot_attention
+    from translator.inspect.plot import require_matplotlib
+
+    require_matplotlib()
+    cfg = config_module.load(config, set_ or [], run_options(device, beam, None))
+    setup_process()
+    translator = Translator.from_checkpoint(
+        default_checkpoint(cfg, checkpoint), cfg.train.device, cfg.decode
+    )
+    found = cross_attention(translator, text)
+    written = plot_attention(found, out, layer)
+    typer.echo(f"{found.translation}\nwrote {written}")

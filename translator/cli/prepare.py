@@ -1,0 +1,106 @@
+"""Getting data ready: translator download and translator prepare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    SetOpt,
+    app,
+    setup_process,
+    user_errors,
+)
+
+
+@app.command()
+@user_errors
+def download(
+    source: Annotated[
+        str, typer.Option("--source", help="tatoeba (the weekly exports) or anki (manythings.org).")
+    ] = "tatoeba",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")] = Path(
+        "data/raw"
+    ),
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", help="A mirror of the source's files (or TRANSLATOR_DOWNLOAD_URL)."
+        ),
+    ] = None,
+):
+    """Download English–Mandarin pairs (resumable, cached with checksums) into a file
+    `translator prepare --input` reads."""
+    from translator.corpus.download import download as run_download
+
+    result = run_download(source, out, base_url)
+    cache = "downloaded " + ", ".join(result.fetched) if result.fetched else "all from the cache"
+    typer.echo(f"{result.pairs:,} pairs in {result.pairs_file} ({cache})")
+    typer.echo(f"next: translator prepare --input {result.pairs_file}")
+
+
+@app.command()
+@user_errors
+def prepare(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    input: Annotated[  # noqa: A002 - the option is --input
+        list[Path] | None,
+        typer.Option("--input", "-i", help="Corpus file (repeatable); default: data.inputs."),
+    ] = None,
+    format: Annotated[  # noqa: A002
+        str | None, typer.Option("--format", help="auto, tatoeba, anki or jsonl.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Processes (data.workers; 0: every core).")
+    ] = None,
+    set_: SetOpt = None,
+):
+    """Read, normalise, filter, deduplicate and split a corpus; train the tokenizers; encode
+    the splits.
+
+    With --input and no --out, the output goes to data/prepared/<input name>, never over
+    the config's data.dir."""
+    from translator.corpus.pipeline import output_dir_for
+    from translator.corpus.pipeline import prepare as run_prepare
+
+    inputs = [str(p) for p in input] if input else None
+    if out is None and inputs:
+        out = output_dir_for(inputs)
+    values = {
+        "data.inputs": inputs,
+        "data.format": format,
+        "data.dir": None if out is None else str(out),
+        "data.workers": workers,
+    }
+    configured_dir = config_module.load(config, set_ or []).data.dir
+    cfg = config_module.load(config, set_ or [], values)
+    setup_process()
+    result = run_prepare(cfg.data)
+    s = result.stats
+    for example in s["malformed_examples"]:
+        typer.echo(f"skipped {example}", err=True)
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in s["malformed_by_kind"].items())
+    typer.echo(
+        f"read {s['rows_read']:,} rows from {len(s['inputs'])} file(s): {s['malformed']:,} "
+        f"malformed{f' ({kinds})' if kinds else ''}, {s['headers']:,} header(s), "
+        f"{s['empty']:,} empty, {s['filtered']:,} filtered (too long or bad length ratio), "
+        f"{s['duplicates']:,} duplicates; {s['traditional_converted']:,} converted to simplified"
+    )
+    splits = " | ".join(f"{name} {count:,}" for name, count in s["splits"].items())
+    typer.echo(
+        f"{s['pairs']:,} pairs in {s['groups']:,} groups sharing no sentence (largest "
+        f"{s['largest_group']:,}) → {splits}"
+    )
+    typer.echo(f"wrote splits, spm.en.model, spm.zh.model, ids and stats.json to {result.dir}")
+    stages = ", ".join(f"{name} {sec:.1f} s" for name, sec in result.seconds.items())
+    total = sum(result.seconds.values())
+    readers = f"{result.workers} process{'es' if result.workers > 1 else ''}"
+    typer.echo(f"took {total:.1f} s: {stages} (read by {readers})")
+    if cfg.data.dir != configured_dir:
+        typer.echo(f"to train on it: translator train -c {config} --set data.dir='{out}'")

@@ -1,0 +1,82 @@
+"""Training a model: translator train and translator average."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    DeviceOpt,
+    SetOpt,
+    app,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def train(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from last.pt.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Start again, replacing an existing run.")
+    ] = False,
+    max_minutes: Annotated[
+        float | None, typer.Option("--max-minutes", help="Time budget (default: the config's).")
+    ] = None,
+    device: DeviceOpt = None,
+    tensorboard: Annotated[
+        bool | None,
+        typer.Option("--tensorboard", help="Log to RUN_DIR/tensorboard (train.tensorboard)."),
+    ] = None,
+    set_: SetOpt = None,
+):
+    """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
+    from translator.training.loop import Interrupted
+    from translator.training.loop import train as run_train
+
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other")
+    values = {
+        "train.device": device,
+        "train.max_minutes": max_minutes,
+        "train.tensorboard": tensorboard,
+    }
+    cfg = config_module.load(config, set_ or [], values)
+    setup_process()
+    try:
+        result = run_train(cfg, resume=resume, overwrite=overwrite)
+    except Interrupted as stop:
+        typer.echo(str(stop), err=True)
+        raise typer.Exit(128 + stop.signum) from None
+    state = result.state
+    where = f"after epoch {state.epoch}"
+    if state.position:
+        where = f"in epoch {state.epoch + 1} ({state.position}/{result.batches_per_epoch} batches)"
+    typer.echo(f"stopped {where}, {state.step:,} updates: {result.stop_reason}")
+    typer.echo(
+        f"best valid BLEU {state.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
+    )
+
+
+@app.command()
+@user_errors
+def average(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (train.run_dir).")],
+    last: Annotated[int, typer.Option("--last", help="How many newest epochs to average.")] = 5,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Default: checkpoints/average<N>.pt.")
+    ] = None,
+):
+    """Average the weights of a run's last N epochs into one checkpoint."""
+    from translator.model.checkpoint import average_last
+
+    path = average_last(run_dir, last, output)
+    typer.echo(f"wrote {path}: the mean of the last {last} epochs' weights")

@@ -1,0 +1,153 @@
+"""Using a model: translator translate and translator eval."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    BeamOpt,
+    CheckpointOpt,
+    ConfigOpt,
+    DeviceOpt,
+    EngineOpt,
+    ModelDirOpt,
+    PenaltyOpt,
+    SetOpt,
+    app,
+    default_checkpoint,
+    run_options,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def translate(
+    text: Annotated[
+        list[str] | None, typer.Argument(help="Sentences to translate; '-' reads stdin.")
+    ] = None,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    input: Annotated[  # noqa: A002
+        Path | None, typer.Option("--input", "-i", help="File with one sentence a line.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write translations here.")
+    ] = None,
+    checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    length_penalty: PenaltyOpt = None,
+    device: DeviceOpt = None,
+    engine: EngineOpt = None,
+    model: ModelDirOpt = None,
+    set_: SetOpt = None,
+):
+    """Translate English sentences into Chinese (greedy, or beam search with --beam).
+    Without sentences: a prompt on a terminal, else stdin line by line as it arrives."""
+    from translator.data.lines import read_lines, read_stdin_lines, write_lines
+    from translator.inference.engines import open_translator
+
+    streaming = (not text or text == ["-"]) and input is None
+    sentences: list[str] = []
+    for item in [] if streaming else text or []:
+        sentences.extend(read_stdin_lines() if item == "-" else [item])
+    if input is not None:
+        sentences.extend(read_lines(input))
+    cfg = config_module.load(
+        config, set_ or [], run_options(device, beam, length_penalty, engine, model)
+    )
+    setup_process()
+    translator = open_translator(cfg, default_checkpoint(cfg, checkpoint))
+    if streaming:
+        translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
+        return
+    results = translator.translate(sentences)
+    if output is not None:
+        write_lines(output, results)
+    else:
+        sys.stdout.write("".join(r + "\n" for r in results))
+
+
+def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
+    """The prompt loop on a terminal; otherwise stdin translated as its lines arrive, each
+    batch written (to stdout or `output`) and flushed as soon as it is decoded."""
+    from translator.inference.stream import decoded_lines, prompt_loop, translate_stream
+
+    if interactive and output is None:
+        prompt_loop(translator.translate)
+        return
+    with nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8") as sink:
+
+        def write(results: list[str]) -> None:
+            sink.write("".join(r + "\n" for r in results))
+            sink.flush()
+
+        lines = decoded_lines(sys.stdin.buffer)
+        translate_stream(translator.translate, lines, write, translator.decode.batch_size)
+
+
+@app.command("eval")
+@user_errors
+def evaluate(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
+    ref: Annotated[
+        list[Path] | None,
+        typer.Option("--ref", help="Chinese reference file, line-aligned with --src (repeatable)."),
+    ] = None,
+    split: Annotated[
+        str, typer.Option("--split", help="Prepared split to score without --src: test or valid.")
+    ] = "test",
+    hyp: Annotated[
+        Path | None,
+        typer.Option("--hyp", help="Score this hypothesis file against --ref (no model needed)."),
+    ] = None,
+    checkpoint: CheckpointOpt = None,
+    beam: BeamOpt = None,
+    length_penalty: PenaltyOpt = None,
+    device: DeviceOpt = None,
+    engine: EngineOpt = None,
+    model: ModelDirOpt = None,
+    set_: SetOpt = None,
+):
+    """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
+    English sentence translated once, scored against all its translations."""
+    from translator.evaluation.evaluator import evaluate_files
+    from translator.evaluation.scoring import score_files
+
+    if hyp is not None:
+        if src is not None or not ref:
+            raise UserError("--hyp takes one or more --ref files and no --src")
+        print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
+        return
+    cfg = config_module.load(
+        config, set_ or [], run_options(device, beam, length_penalty, engine, model)
+    )
+    if (src is None) != (not ref):
+        raise UserError("--src and --ref go together")
+    if split not in ("test", "valid"):
+        raise UserError(f"--split must be test or valid, got {split!r}")
+    setup_process()
+    result = evaluate_files(cfg, default_checkpoint(cfg, checkpoint), src, ref or [], split)
+    print_scores(result.scores, f"hypotheses in {result.hypotheses}")
+
+
+def print_scores(s, origin: str) -> None:
+    """The lines eval prints: BLEU, chrF (with signatures), first-reference-only scores
+    when there are several, and what was scored."""
+    typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
+    typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")
+    if s.references > s.sentences:
+        typer.echo(
+            f"first reference only: BLEU = {s.bleu_1ref:.2f}, chrF = {s.chrf_1ref:.2f}  "
+            f"{s.bleu_1ref_signature}"
+        )
+    typer.echo(f"{s.sentences:,} sentences, {s.references:,} references; {origin}")

@@ -1,0 +1,294 @@
+"""Readers for the three corpus formats, yielding chunks of raw (en, zh) pairs.
+
+- tatoeba: Tatoeba's sentence-pairs export, `en_id <TAB> en <TAB> zh_id <TAB> zh`
+- anki:    manythings.org/anki files, `en <TAB> zh <TAB> attribution` (attribution optional)
+- jsonl:   one JSON object a line, `{"english": ..., "chinese": ...}`
+
+A file is read in blocks of whole lines, decoded as UTF-8 (byte-order marks dropped, at
+the start or mid-file from concatenated files; "\\r\\n" read as "\\n"), and each block
+is checked with vectorised string operations. A row that cannot be used is skipped,
+counted by kind in `ReadStats` and, for the first few, recorded with its file and 1-based
+line number; it never stops the read. The kinds: wrong column count, undecodable bytes
+(not UTF-8), control characters (NUL and the other C0/C1 controls but tab and carriage
+return), a Tatoeba id that is not a number, and for JSON lines bad JSON, a value that is
+not an object, a missing or non-string field.
+Blank lines are ignored; a first line that is a column header is skipped and counted.
+A file that is not UTF-8 text at all (binary, compressed, UTF-16) is one clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from translator.data.normalization import CONTROL
+from translator.errors import UserError
+
+FORMATS = ("tatoeba", "anki", "jsonl")
+BLOCK_BYTES = 16 << 20  # read this much at a time, cut at the last newline
+MAX_EXAMPLES = 5  # malformed rows kept for the report
+HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+
+# columns of each table format, and where English and Chinese are
+_TABLES = {
+    "tatoeba": {"columns": 4, "min_columns": 4, "en": 1, "zh": 3, "ids": (0, 2)},
+    "anki": {"columns": 3, "min_columns": 2, "en": 0, "zh": 1, "ids": ()},
+}
+_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed: decompress it first",
+    b"PK\x03\x04": "a zip archive: extract it first",
+    b"BZh": "bzip2-compressed: decompress it first",
+    b"\xfd7zXZ\x00": "xz-compressed: decompress it first",
+    b"\xff\xfe": "UTF-16 text: save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text: save it as UTF-8",
+}
+
+
+@dataclass
+class Malformed:
+    path: str
+    line: int  # 1-based
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class ReadStats:
+    rows: int = 0  # non-blank lines seen, headers included
+    malformed: int = 0
+    headers: int = 0  # header lines skipped
+    kinds: Counter = field(default_factory=Counter)  # malformed rows by kind
+    examples: list[Malformed] = field(default_factory=list)
+
+    def skip(self, path: Path, lines: pd.Index, kind: str, reason: str) -> None:
+        """Count the rows at line numbers `lines` as malformed, of `kind`, for `reason`; keep
+        the first rows of the read (by file, then line) as examples."""
+        if len(lines) == 0:
+            return
+        self.malformed += len(lines)
+        self.kinds[kind] += len(lines)
+        examples = [Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]]
+        self._keep_first(examples)
+
+    def merge(self, other: ReadStats) -> None:
+        """Add the counts of a later part of the read (a later block or file)."""
+        self.rows += other.rows
+        self.malformed += other.malformed
+        self.headers += other.headers
+        self.kinds.update(other.kinds)
+        self._keep_first(other.examples)
+
+    def _keep_first(self, examples: list[Malformed]) -> None:
+        files = list(dict.fromkeys([m.path for m in self.examples + examples]))
+        self.examples += examples
+        self.examples.sort(key=lambda m: (files.index(m.path), m.line))
+        del self.examples[MAX_EXAMPLES:]
+
+
+def check_input(path: Path) -> None:
+    if not path.exists():
+        raise UserError(f"input file not found: {path}")
+    if not path.is_file():
+        raise UserError(f"input is not a file: {path}")
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+    if not head.strip() and path.stat().st_size <= len(head):
+        raise UserError(f"input file is empty: {path}")
+    for magic, what in _MAGIC.items():
+        if head.startswith(magic):
+            raise UserError(f"{path} is {what}")
+    text = head.decode("utf-8", errors="replace")
+    odd = sum(text.count(c) for c in "\ufffd\x00")
+    if odd > max(8, len(text) // 20):
+        raise UserError(f"{path} is not a UTF-8 text file ({odd} undecodable or NUL bytes)")
+
+
+def _first_lines(path: Path, count: int) -> list[str]:
+    lines: list[str] = []
+    with path.open("rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+            if line.strip():
+                lines.append(line)
+                if len(lines) == count:
+                    break
+    return lines
+
+
+def _looks_tatoeba(fields: list[str]) -> bool:
+    return len(fields) == 4 and fields[0].strip().isdigit() and fields[2].strip().isdigit()
+
+
+def detect_format(path: Path) -> str:
+    """Tell the format from the first non-blank line (the second, if the first is a header)."""
+    lines = _first_lines(path, 2)
+    if not lines:
+        raise UserError(f"input file is empty: {path}")
+    if lines[0].lstrip().startswith("{"):
+        return "jsonl"
+    for line in lines:
+        fields = line.split("\t")
+        if _looks_tatoeba(fields):
+            return "tatoeba"
+        if len(fields) in (2, 3) and re.search(HAN, fields[1]):
+            return "anki"
+    fields = lines[0].split("\t")
+    if len(fields) in (2, 3):
+        return "anki"
+    raise UserError(
+        f"cannot tell the format of {path} from its first line ({len(fields)} tab-separated "
+        f"fields); pass --format ({', '.join(FORMATS)})"
+    )
+
+
+def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]:
+    """Yield DataFrames with string columns `en` and `zh`, raw (not yet normalised), indexed
+    by line number."""
+    fmt = check_format(path, fmt)
+    for block in blocks(path):
+        pairs, block_stats = parse_block(path, fmt, block)
+        stats.merge(block_stats)
+        yield pairs
+
+
+def check_format(path: Path, fmt: str) -> str:
+    """The format to read `path` in (`auto` detected), after checking the file can be read."""
+    check_input(path)
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
+    return fmt
+
+
+@dataclass
+class Block:
+    """Whole lines of a file: its bytes and the 1-based number of its first line."""
+
+    first_line: int
+    data: bytes
+    at_start: bool  # the file's first block, where a header row may be
+
+
+def parse_block(path: Path, fmt: str, block: Block) -> tuple[pd.DataFrame, ReadStats]:
+    """The raw pairs of one block, indexed by line number, and what was skipped in it.
+    A pure function of its arguments, so blocks can be parsed in any process."""
+    stats = ReadStats()
+    lines = _lines(block)
+    lines = lines[lines.str.strip() != ""]  # blank lines are ignored
+    stats.rows += len(lines)
+    if block.at_start and len(lines) and fmt != "jsonl" and _is_header(lines.iloc[0], fmt):
+        stats.headers += 1
+        lines = lines.iloc[1:]
+    undecodable = lines.str.contains("\ufffd", regex=False)
+    stats.skip(path, lines.index[undecodable], "undecodable", "undecodable bytes (not UTF-8)")
+    lines = lines[~undecodable]
+    if fmt == "jsonl":
+        pairs = _parse_json(path, lines, stats)
+    else:
+        pairs = _parse_table(path, lines, _TABLES[fmt], stats)
+    control = pairs["en"].str.contains(CONTROL) | pairs["zh"].str.contains(CONTROL)
+    stats.skip(path, pairs.index[control], "control characters", "control characters")
+    return pairs[~control], stats
+
+
+def blocks(path: Path) -> Iterator[Block]:
+    """The file in blocks of about BLOCK_BYTES, each cut after a newline."""
+    line_number = 1
+    with path.open("rb") as f:
+        rest = b""
+        while True:
+            data = f.read(BLOCK_BYTES)  # read at each call, so tests can make blocks small
+            rest += data
+            cut = rest.rfind(b"\n") + 1 if data else len(rest)
+            if cut == 0 and data:
+                continue  # one line longer than a block: read on
+            block, rest = rest[:cut], rest[cut:]
+            if not block:
+                return
+            yield Block(line_number, block, line_number == 1)
+            line_number += block.count(b"\n") + (not block.endswith(b"\n"))
+
+
+def _lines(block: Block) -> pd.Series:
+    """The block's lines, decoded, indexed by line number."""
+    text = block.data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    text = text.replace("\ufeff", "")  # byte-order marks, also mid-file
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    index = pd.RangeIndex(block.first_line, block.first_line + len(lines))
+    return pd.Series(lines, index=index, dtype=object)
+
+
+def _is_header(line: str, fmt: str) -> bool:
+    """A first row whose ids are not numbers, or whose Chinese has no Chinese character."""
+    layout = _TABLES[fmt]
+    fields = line.split("\t")
+    if not layout["min_columns"] <= len(fields) <= layout["columns"]:
+        return False
+    ids_ok = all(fields[c].strip().isdigit() for c in layout["ids"])
+    return not (ids_ok and re.search(HAN, fields[layout["zh"]]))
+
+
+def _parse_table(path: Path, lines: pd.Series, layout: dict, stats: ReadStats) -> pd.DataFrame:
+    columns = lines.str.count("\t") + 1
+    wrong = (columns < layout["min_columns"]) | (columns > layout["columns"])
+    for count in sorted(set(columns[wrong])):
+        stats.skip(
+            path,
+            lines.index[wrong & (columns == count)],
+            "wrong column count",
+            f"expected {_describe(layout)} columns, found {count}",
+        )
+    fields = lines[~wrong].str.split("\t", expand=True)
+    if fields.empty:
+        return pd.DataFrame({"en": [], "zh": []}, dtype=str)
+    for column in layout["ids"]:
+        bad_id = ~fields[column].str.strip().str.fullmatch(r"\d+")
+        if bad_id.any():
+            found = fields[column][bad_id].iloc[0][:20]
+            reason = f"column {column + 1} should be a sentence id, found {found!r}"
+            stats.skip(path, fields.index[bad_id], "id not a number", reason)
+        fields = fields[~bad_id]
+    return pd.DataFrame({"en": fields[layout["en"]], "zh": fields[layout["zh"]]}, dtype=str)
+
+
+def _describe(layout: dict) -> str:
+    low, high = layout["min_columns"], layout["columns"]
+    return str(high) if low == high else f"{low}-{high}"
+
+
+def _parse_json(path: Path, lines: pd.Series, stats: ReadStats) -> pd.DataFrame:
+    parsed = lines.map(_parse_json_pair)
+    failed = parsed.map(lambda p: isinstance(p, str)).astype(bool)
+    for reason in sorted(set(parsed[failed])):
+        stats.skip(path, parsed.index[failed & (parsed == reason)], reason, reason)
+    good = parsed[~failed]
+    return pd.DataFrame(
+        {"en": good.map(lambda p: p[0]), "zh": good.map(lambda p: p[1])},
+        index=good.index,
+        dtype=str,
+    )
+
+
+def _parse_json_pair(line: str) -> tuple[str, str] | str:
+    """The (english, chinese) pair of one JSON line, or the reason it is malformed."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return "bad JSON"
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    missing = [key for key in ("english", "chinese") if not isinstance(obj.get(key), str)]
+    if missing:
+        return f"missing or non-string {' and '.join(repr(k) for k in missing)}"
+    return obj["english"], obj["chinese"]

@@ -1,0 +1,146 @@
+"""The streaming pass of `prepare`: every input, block by block, parsed, normalised and
+filtered in worker processes; the kept pairs go to a work file per block, and only their
+64-bit keys come back to the main process.
+
+    input files → blocks of whole lines (readers.py: blocks)
+      → worker: parse (readers.parse_block) → clean (cleaning.clean_chunk) → block-N.{en,zh}
+      → main: keys and counts, concatenated in block order
+
+Blocks are numbered in input order and their results taken in that order, so the output
+is the same for any number of workers. Memory: a few blocks in flight, plus 24 bytes of
+keys per kept pair.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from translator.config import DataConfig
+from translator.corpus import readers
+from translator.corpus.cleaning import clean_chunk
+from translator.corpus.readers import Block, ReadStats, blocks, parse_block
+from translator.runtime import worker_count
+
+
+@dataclass
+class BlockResult:
+    path: str  # the input file the block came from
+    format: str
+    size: int  # bytes read
+    rows: int  # pairs kept in the block's work files
+    pair_key: np.ndarray
+    en_key: np.ndarray
+    zh_key: np.ndarray
+    en_hash: np.ndarray
+    counts: Counter
+    read: ReadStats
+
+
+@dataclass
+class Scan:
+    block_files: list[Path]  # work files, without the .en/.zh suffix, in input order
+    pair_key: np.ndarray  # one entry per pair in the work files, in order
+    en_key: np.ndarray
+    zh_key: np.ndarray
+    en_hash: np.ndarray
+    counts: Counter = field(default_factory=Counter)
+    read: ReadStats = field(default_factory=ReadStats)
+    per_input: list[dict] = field(default_factory=list)
+    workers: int = 1  # processes that read
+
+
+def process_block(job: tuple[Path, str, Block, Path], config: DataConfig) -> BlockResult:
+    path, fmt, block, out = job
+    raw, read = parse_block(path, fmt, block)
+    cleaned = clean_chunk(raw, config)
+    for lang in ("en", "zh"):
+        text = "".join(line + "\n" for line in cleaned.pairs[lang])
+        out.with_suffix(f".{lang}").write_text(text, encoding="utf-8")
+    return BlockResult(
+        str(path),
+        fmt,
+        len(block.data),
+        len(cleaned.pairs),
+        cleaned.pair_key,
+        cleaned.en_key,
+        cleaned.zh_key,
+        cleaned.en_hash,
+        cleaned.counts,
+        read,
+    )
+
+
+def ordered_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
+    """`fn` over `items` in `workers` processes, results in item order. At most two items
+    per worker are in flight, so the input is never all in memory. One worker: inline."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    # fork where there is one: workers start at once with the modules already imported, and
+    # a user's script calling prepare() needs no `if __name__ == "__main__"` guard
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def scan(inputs: list[tuple[Path, str]], config: DataConfig, work_dir: Path) -> Scan:
+    """Stream every (path, format) input through `process_block` (see the module docstring)."""
+    jobs = (
+        (path, fmt, block, block_file(work_dir, i))
+        for i, (path, fmt, block) in enumerate(_blocks_of(inputs))
+    )
+    workers = worker_count(config.workers)
+    size = sum(path.stat().st_size for path, _ in inputs)
+    if size <= 2 * readers.BLOCK_BYTES:
+        workers = 1  # starting processes costs more than it saves
+    out = Scan([], *(np.zeros(0, np.uint64) for _ in range(4)), workers=workers)
+    keys: list[tuple[np.ndarray, ...]] = []
+    bar = tqdm(total=size, desc="reading", unit="B", unit_scale=True, leave=False, disable=None)
+    results = ordered_map(partial(process_block, config=config), jobs, workers)
+    for i, result in enumerate(results):
+        bar.update(result.size)
+        _count(out, result)
+        out.block_files.append(block_file(work_dir, i))
+        keys.append((result.pair_key, result.en_key, result.zh_key, result.en_hash))
+    bar.close()
+    if keys:
+        columns = zip(*keys, strict=True)
+        out.pair_key, out.en_key, out.zh_key, out.en_hash = map(np.concatenate, columns)
+    return out
+
+
+def _count(out: Scan, result: BlockResult) -> None:
+    """Add a block's counts to the totals and to its input file's summary."""
+    if not out.per_input or out.per_input[-1]["path"] != result.path:
+        out.per_input.append({"path": result.path, "format": result.format})
+        out.per_input[-1].update(rows=0, malformed=0)
+    out.per_input[-1]["rows"] += result.read.rows
+    out.per_input[-1]["malformed"] += result.read.malformed
+    out.counts.update(result.counts)
+    out.read.merge(result.read)
+
+
+def block_file(work_dir: Path, index: int) -> Path:
+    return work_dir / f"block-{index:06d}"
+
+
+def _blocks_of(inputs: list[tuple[Path, str]]) -> Iterator[tuple[Path, str, Block]]:
+    for path, fmt in inputs:
+        for block in blocks(path):
+            yield path, fmt, block

@@ -1,0 +1,143 @@
+"""`translator export`: a checkpoint → a CTranslate2 model directory, through CTranslate2's
+own Transformer spec and converter API (as its fairseq and OpenNMT-py converters do).
+
+Our model maps onto `TransformerSpec` one to one: pre- or post-norm, ReLU feed-forward,
+the fused query/key/value projection of self-attention and the fused key/value one of
+cross-attention, a final norm per stack in pre-norm, token embeddings scaled by √D, the
+decoder's output projection (tied to its embedding or not) without bias, and separate
+source and target vocabularies (the SentencePiece pieces in id order). Two things need
+care: our sinusoidal table interleaves sin and cos (even/odd dimensions) where
+CTranslate2's built-in one puts all sines first, so the table is stored explicitly; and
+our LayerNorm epsilon (1e-5) is written into the config. Sources end in EOS
+(`add_source_eos`) and targets start from BOS (`decoder_start_token`), as in training.
+
+The directory also holds both SentencePiece models and `translator.json` (decoding
+defaults, max_positions, the checkpoint's model section), so it is all `--engine
+ctranslate2 --model DIR` needs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from translator.config import ModelConfig, from_dict
+from translator.data.tokenizer import load_tokenizer
+from translator.errors import UserError
+from translator.inference.ct2_engine import (
+    METADATA,
+    SOURCE_SPM,
+    TARGET_SPM,
+    require_ctranslate2,
+)
+from translator.model.checkpoint import load as load_checkpoint
+from translator.model.transformer import sinusoids
+
+QUANTIZATIONS = (
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+
+
+def build_spec(model: ModelConfig, weights: dict[str, Any], vocabularies: tuple[list, list]):
+    """The CTranslate2 TransformerSpec holding `weights` (our state dict, as numpy)."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    spec = transformer_spec.TransformerSpec.from_config(
+        (model.encoder_layers, model.decoder_layers),
+        model.heads,
+        pre_norm=model.norm == "pre",
+        activation=common_spec.Activation.RELU,
+    )
+    table = sinusoids(model.max_positions, model.d_model).numpy()
+    encoder, decoder = spec.encoder, spec.decoder
+    _embedding(encoder, weights["src_embed.tokens.weight"], table)
+    _embedding(decoder, weights["tgt_embed.tokens.weight"], table)
+    for i, layer in enumerate(encoder.layer):
+        at = f"encoder.{i}."
+        _linears(layer.self_attention.linear, weights, at + "attn.", ("qkv", "out"))
+        _norm(layer.self_attention.layer_norm, weights, at + "attn_block.norm")
+        _ffn(layer.ffn, weights, at)
+    for i, layer in enumerate(decoder.layer):
+        at = f"decoder.{i}."
+        _linears(layer.self_attention.linear, weights, at + "self_attn.", ("qkv", "out"))
+        _norm(layer.self_attention.layer_norm, weights, at + "self_block.norm")
+        _linears(layer.attention.linear, weights, at + "cross_attn.", ("q", "kv", "out"))
+        _norm(layer.attention.layer_norm, weights, at + "cross_block.norm")
+        _ffn(layer.ffn, weights, at)
+    if model.norm == "pre":
+        _norm(encoder.layer_norm, weights, "encoder_norm")
+        _norm(decoder.layer_norm, weights, "decoder_norm")
+    decoder.projection.weight = weights["project.weight"]
+    spec.register_source_vocabulary(vocabularies[0])
+    spec.register_target_vocabulary(vocabularies[1])
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
+    spec.config.decoder_start_token = "<s>"
+    spec.config.add_source_eos = True
+    spec.config.layer_norm_epsilon = 1e-5
+    return spec
+
+
+def _embedding(stack, tokens, table) -> None:
+    embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+    embeddings.weight = tokens
+    stack.scale_embeddings = True  # × √D, as ours
+    stack.position_encodings.encodings = table
+
+
+def _linears(specs, weights, prefix: str, names: tuple[str, ...]) -> None:
+    for spec, name in zip(specs, names, strict=True):
+        spec.weight = weights[f"{prefix}{name}.weight"]
+        spec.bias = weights[f"{prefix}{name}.bias"]
+
+
+def _norm(spec, weights, name: str) -> None:
+    spec.gamma, spec.beta = weights[f"{name}.weight"], weights[f"{name}.bias"]
+
+
+def _ffn(spec, weights, prefix: str) -> None:
+    _norm(spec.layer_norm, weights, prefix + "ff_block.norm")
+    _linears((spec.linear_0, spec.linear_1), weights, prefix + "ff.", ("0", "3"))
+
+
+def export(checkpoint: Path, out: Path, quantization: str | None = None, force: bool = False):
+    """Write the CTranslate2 directory `out` for `checkpoint`. Returns `out`."""
+    ctranslate2 = require_ctranslate2()
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise UserError(
+            f"unknown quantization {quantization!r} (choose from {', '.join(QUANTIZATIONS)})"
+        )
+    if out.exists() and not force:
+        raise UserError(f"{out} exists; pass --force to replace it")
+    payload = load_checkpoint(checkpoint)
+    config = from_dict(payload["config"])
+    models = payload["tokenizer_models"]
+    tokenizers = [load_tokenizer(models[side]) for side in ("src", "tgt")]
+    vocabularies = tuple(
+        [tok.id_to_piece(i) for i in range(tok.get_piece_size())] for tok in tokenizers
+    )
+    weights = {name: t.detach().float().cpu().numpy() for name, t in payload["model"].items()}
+
+    class Converter(ctranslate2.converters.Converter):
+        def _load(self):
+            return build_spec(config.model, weights, vocabularies)
+
+    Converter().convert(str(out), quantization=quantization, force=True)  # replaces `out`
+    for name, side in ((SOURCE_SPM, "src"), (TARGET_SPM, "tgt")):
+        (out / name).write_bytes(models[side])  # serialized in the checkpoint
+    metadata = {
+        "checkpoint": str(checkpoint),
+        "quantization": quantization or "float32",
+        "max_positions": config.model.max_positions,
+        "decode": payload["config"]["decode"],
+        "model": payload["config"]["model"],
+    }
+    (out / METADATA).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    return out

@@ -1,0 +1,175 @@
+"""`translator serve`: the model behind HTTP (FastAPI + uvicorn), loaded once at start-up.
+
+    POST /translate  {"text": ["Hello.", ...], "beam": 5}  →  {"translations": [...], ...}
+    GET  /health     →  {"status": "ok", "engine": ..., ...}
+    GET  /           →  a page to type English and see Chinese
+
+Requests arriving together are decoded together: the first request of a batch waits up to
+`serve.batch_wait_ms` for others (up to `decode.batch_size` sentences), then one decode
+runs in a worker thread while the next batch gathers, so throughput grows with
+concurrency. Requests with different beam sizes are decoded in separate groups. A bad
+request (not JSON, wrong types, an empty list, too many or too long sentences, a beam out
+of range) gets a 4xx JSON `{"error": ...}`, never a 500.
+"""
+
+import asyncio
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from translator.config import ServeConfig
+from translator.errors import UserError
+from translator.inference.text import TextTranslator
+
+
+def require_fastapi() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UserError(
+            'serving needs FastAPI and uvicorn: pip install "translator[serve]"'
+        ) from None
+
+
+@dataclass
+class _Pending:
+    sentences: list[str]
+    beam: int
+    done: asyncio.Future = field(repr=False)
+
+
+class Batcher:
+    """Gathers requests for `wait` seconds after the first (up to `max_sentences`) and
+    decodes each beam size's sentences in one call, one decode at a time."""
+
+    def __init__(self, translator: TextTranslator, wait: float, max_sentences: int, on: bool):
+        self.translator = translator
+        self.wait = wait if on else 0.0
+        self.max_sentences = max_sentences if on else 1
+        self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self.executor = ThreadPoolExecutor(max_workers=1)  # the model decodes one batch at a time
+        self.by_beam: dict[int, TextTranslator] = {}
+        self.decodes = 0  # how many decodes ran (for tests and /health)
+
+    async def translate(self, sentences: list[str], beam: int) -> list[str]:
+        done = asyncio.get_running_loop().create_future()
+        await self.queue.put(_Pending(sentences, beam, done))
+        return await done
+
+    async def run(self) -> None:
+        while True:
+            batch = await self._gather()
+            for beam in sorted({p.beam for p in batch}):
+                await self._decode([p for p in batch if p.beam == beam], beam)
+
+    async def _gather(self) -> list[_Pending]:
+        batch = [await self.queue.get()]
+        size = len(batch[0].sentences)
+        deadline = time.monotonic() + self.wait
+        while size < self.max_sentences:
+            try:
+                timeout = max(0.0, deadline - time.monotonic())
+                item = await asyncio.wait_for(self.queue.get(), timeout)
+            except asyncio.TimeoutError:
+                break
+            batch.append(item)
+            size += len(item.sentences)
+        return batch
+
+    async def _decode(self, requests: list[_Pending], beam: int) -> None:
+        sentences = [s for p in requests for s in p.sentences]
+        engine = self.by_beam.setdefault(beam, self.translator.with_decode(beam=beam))
+        loop = asyncio.get_running_loop()
+        try:
+            outputs = await loop.run_in_executor(self.executor, engine.translate, sentences)
+        except Exception as exc:  # noqa: BLE001 - handed to each waiting request
+            for p in requests:
+                p.done.set_exception(exc)
+            return
+        self.decodes += 1
+        start = 0
+        for p in requests:
+            p.done.set_result(outputs[start : start + len(p.sentences)])
+            start += len(p.sentences)
+
+
+def check_request(body: Any, limits: ServeConfig, default_beam: int) -> tuple[list[str], int]:
+    """The sentences and beam of a request body; BadRequest (status, message) if it is not
+    one we can answer."""
+    if not isinstance(body, dict):
+        raise BadRequest(422, 'the body must be a JSON object like {"text": ["Hello."]}')
+    unknown = set(body) - {"text", "beam"}
+    if unknown:
+        raise BadRequest(422, f"unknown field(s): {', '.join(sorted(unknown))}")
+    text, beam = body.get("text"), body.get("beam", default_beam)
+    if not isinstance(text, list) or not all(isinstance(s, str) for s in text):
+        raise BadRequest(422, '"text" must be a list of strings')
+    if not text:
+        raise BadRequest(422, '"text" is empty: give at least one sentence')
+    if len(text) > limits.max_sentences:
+        raise BadRequest(413, f"too many sentences: {len(text)} > {limits.max_sentences}")
+    longest = max(len(s) for s in text)
+    if longest > limits.max_chars:
+        raise BadRequest(413, f"a sentence has {longest} characters > {limits.max_chars}")
+    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= limits.max_beam:
+        raise BadRequest(422, f'"beam" must be an integer from 1 to {limits.max_beam}')
+    return text, beam
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str, Any]):
+    """The FastAPI app around one loaded translator."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import HTMLResponse, JSONResponse
+
+    wait = limits.batch_wait_ms / 1000
+    batcher = Batcher(translator, wait, translator.decode.batch_size, limits.batching)
+    page = resources.files("translator.deploy").joinpath("static/index.html").read_text("utf-8")
+
+    async def lifespan(app):
+        task = asyncio.create_task(batcher.run())
+        yield
+        task.cancel()
+
+    app = FastAPI(title="translator", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.batcher = batcher
+
+    @app.exception_handler(BadRequest)
+    async def bad_request(request: Request, exc: BadRequest):
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception):
+        message = str(exc) if isinstance(exc, UserError) else type(exc).__name__
+        return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
+
+    @app.post("/translate")
+    async def translate(request: Request):
+        started = time.perf_counter()
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadRequest(400, "the body is not valid JSON") from None
+        sentences, beam = check_request(body, limits, translator.decode.beam)
+        translations = await batcher.translate(sentences, beam)
+        ms = (time.perf_counter() - started) * 1000
+        return {"translations": translations, "beam": beam, "milliseconds": round(ms, 1)}
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", **about, "decodes": batcher.decodes}
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index():
+        return page
+
+    return app

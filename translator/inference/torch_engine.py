@@ -1,0 +1,104 @@
+"""Our PyTorch model as the engine: `Translator`, the public Python API.
+
+    from translator import Translator
+    translator = Translator.from_run("runs/tatoeba-cpu")
+    translator.translate(["Hello.", "How are you?"], beam=5)
+
+It loads a checkpoint once (model, tokenizers, config) and searches with greedy or beam
+search (search.py) over batches the shared text path (text.py) prepares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from translator.config import Config, DecodeConfig, from_dict
+from translator.data.batching import pad, padding_mask
+from translator.data.tokenizer import Tokenizer, load_tokenizer
+from translator.inference.onednn import use_onednn
+from translator.inference.search import beam_search, greedy
+from translator.inference.text import TextTranslator, overrides
+from translator.model.checkpoint import load as load_checkpoint
+from translator.model.rundir import RunDir
+from translator.model.transformer import Transformer
+from translator.runtime import pick_device
+
+
+class Translator(TextTranslator):
+    """Our PyTorch model as the engine."""
+
+    def __init__(
+        self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig
+    ):
+        super().__init__(src_tok, tgt_tok, decode, model.cfg.max_positions)
+        self.model = model
+        self.config: Config | None = None  # the checkpoint's, when loaded from one
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        device: str | torch.device = "auto",
+        decode: DecodeConfig | None = None,
+        *,
+        beam: int | None = None,
+        length_penalty: float | None = None,
+    ) -> Translator:
+        """The model and tokenizers saved in a checkpoint, loaded once. Decoding settings:
+        `decode`, else the ones the checkpoint was trained with; `beam` and
+        `length_penalty` override either. The checkpoint's config is `.config`."""
+        payload = load_checkpoint(path)
+        config = from_dict(payload["config"])
+        src_tok = load_tokenizer(payload["tokenizer_models"]["src"])
+        tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
+        model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
+        model.load_state_dict(payload["model"])
+        decode = dataclasses.replace(decode or config.decode, **overrides(beam, length_penalty))
+        device = pick_device(device) if isinstance(device, str) else device
+        translator = cls(for_decoding(model.to(device), decode), src_tok, tgt_tok, decode)
+        translator.config = config
+        return translator
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path, device: str | torch.device = "auto", **options):
+        """The best checkpoint of a training run directory (`train.run_dir`)."""
+        return cls.from_checkpoint(RunDir(run_dir).best, device, **options)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
+        """Source ids → output ids (no BOS/EOS), in input order. Sentences are sorted by
+        length into batches of `decode.batch_size`; `decode.beam` picks greedy or beam
+        search; each may write `max_len_a × source length + max_len_b` tokens."""
+        cfg = self.decode
+        was_training = self.model.training
+        self.model.eval()
+        outputs: list[list[int]] = [[] for _ in sources]
+        for rows in self.batches(sources):
+            src = pad([sources[i] for i in rows]).to(self.device)
+            max_lens = self.limits([len(sources[i]) for i in rows])
+            if cfg.beam == 1:
+                found = greedy(self.model, src, padding_mask(src), max_lens)
+            else:
+                found = beam_search(
+                    self.model, src, padding_mask(src), max_lens, cfg.beam, cfg.length_penalty
+                )
+            for i, ids in zip(rows, found, strict=True):
+                outputs[i] = ids
+        self.model.train(was_training)
+        return outputs
+
+
+def for_decoding(model: Transformer, decode: DecodeConfig) -> Transformer:
+    """`model` set up to decode and nothing else: eval mode, and on the CPU its linear
+    layers through oneDNN (`decode.onednn`)."""
+    if next(model.parameters()).device.type == "cpu":
+        use_onednn(model, decode.onednn)
+    return model.eval()

@@ -1,0 +1,75 @@
+"""`translator plot RUN_DIR`: a PNG of what training did, read from the run's metrics.tsv —
+training and validation loss, validation BLEU and the learning rate, per epoch.
+
+matplotlib is an optional extra (`pip install "translator[plot]"`), imported only here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from translator.errors import UserError
+from translator.model.rundir import RunDir
+
+
+def require_matplotlib():
+    """pyplot with a file-only backend, or one clear line saying how to install it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError('plotting needs matplotlib: pip install "translator[plot]"') from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def read_history(run_dir: Path) -> dict[str, list[float]]:
+    """metrics.tsv as columns of floats (a budget cut's row is kept: its epoch is the one
+    it cut); a clear error when the run has none yet."""
+    rows = RunDir(run_dir).metric_rows()
+    if not rows:
+        raise UserError(f"no metrics in {run_dir}: train it first (looked for metrics.tsv)")
+    names = ("epoch", "train_loss", "valid_loss", "valid_bleu", "lr", "complete")
+    try:
+        return {name: [float(row[name]) for row in rows] for name in names}
+    except (KeyError, ValueError) as exc:
+        raise UserError(f"{run_dir}/metrics.tsv is not a metrics file we wrote ({exc})") from None
+
+
+def plot_run(run_dir: str | Path, out: str | Path) -> Path:
+    """Write the three panels for `run_dir` to `out` (PNG) and return its path."""
+    run_dir, out = Path(run_dir), Path(out)
+    history = read_history(run_dir)
+    plt = require_matplotlib()
+    epochs = history["epoch"]
+    fig, (loss, bleu, lr) = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+    loss.plot(epochs, history["train_loss"], marker="o", ms=3, label="train")
+    loss.plot(epochs, history["valid_loss"], marker="o", ms=3, label="validation")
+    loss.set(title="loss (label-smoothed cross-entropy)", xlabel="epoch", ylabel="nats/token")
+    bleu.plot(epochs, history["valid_bleu"], marker="o", ms=3, color="tab:green")
+    best = max(range(len(epochs)), key=lambda i: history["valid_bleu"][i])
+    bleu.plot(epochs[best], history["valid_bleu"][best], "*", ms=14, color="tab:red")
+    bleu.text(
+        0.97,
+        0.05,
+        f"best {history['valid_bleu'][best]:.2f} (epoch {epochs[best]:g})",
+        transform=bleu.transAxes,
+        ha="right",
+        color="tab:red",
+    )
+    bleu.set(title="validation BLEU (greedy)", xlabel="epoch", ylabel="BLEU")
+    lr.plot(epochs, history["lr"], marker="o", ms=3, color="tab:purple")
+    lr.set(title="learning rate at the epoch's end", xlabel="epoch", yscale="log")
+    for axes in (loss, bleu, lr):
+        axes.grid(alpha=0.3)
+    cut = [i for i, done in enumerate(history["complete"]) if not done]
+    if cut:
+        x, y = [epochs[i] for i in cut], [history["valid_loss"][i] for i in cut]
+        loss.plot(x, y, "kx", ms=8, label="cut short (time budget)")
+    loss.legend()
+    fig.suptitle(f"{run_dir.resolve().name}: {len(epochs)} validations")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,121 @@
+"""`translator train`: prepared splits → a trained Transformer in `train.run_dir`.
+
+    Trainer (trainer.py) → epochs until a stop → at each epoch end: validation, early
+    stopping, the schedule, checkpoints (epoch_end.py) → metrics.tsv, best.pt, last.pt
+
+Stops at `max_epochs`, at the time budget (counting earlier sessions of a resumed run),
+when validation BLEU has not improved for `patience` epochs, or on SIGINT/SIGTERM. The
+whole state, the position in the epoch's batch order and every random generator
+included, is saved every `save_every` updates, at every stop and every epoch end, so
+`--resume` continues exactly where the run stopped, mid-epoch too. A NaN/inf loss stops
+training before anything is saved, so the last checkpoint on disk stays good.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translator.config import Config
+from translator.model.flops import count_parameters
+from translator.training import distributed, epoch_end
+from translator.training.state import TrainState
+from translator.training.tensorboard import Board
+from translator.training.trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM: the state was saved; the message says how to continue."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    state: TrainState
+    stop_reason: str
+    batches_per_epoch: int
+    history: list[dict] = field(default_factory=list)  # the rows this session added
+
+
+def train(
+    config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
+) -> TrainResult:
+    """A new run in `train.run_dir` (or the one there continued, `resume`), trained until
+    it stops."""
+    trainer = Trainer(config, progress)
+    try:
+        trainer.run_dir.check(resume, overwrite)
+        if trainer.ranks.main:
+            trainer.run_dir.start(config.to_dict(), resume)
+        distributed.from_main(None, trainer.ranks)  # the others wait for the directory
+        if resume:
+            trainer.restore()
+        return run(trainer)
+    finally:
+        distributed.finish(trainer.ranks)
+
+
+def run(trainer: Trainer) -> TrainResult:
+    """Train epochs until a stop, SIGINT/SIGTERM asking to stop after the current update."""
+    cfg = trainer.cfg
+    budget = cfg.max_minutes * 60 if cfg.max_minutes > 0 else math.inf
+    trainer.session_start = time.monotonic()
+    data = trainer.data
+    log.info(
+        "model: %s parameters; %d training pairs in %d batches (%d dropped as longer "
+        "than %d tokens); device %s",
+        f"{count_parameters(trainer.model):,}",
+        data.train_pairs,
+        len(data.train),
+        data.dropped,
+        trainer.config.model.max_positions,
+        trainer.device,
+    )
+    history: list[dict] = []
+    trainer.board = Board(trainer.run_dir.path, cfg.tensorboard and trainer.ranks.main)
+    with trainer.signals:
+        try:
+            reason = until_stopped(trainer, budget, history)
+        finally:
+            trainer.board.close()
+    return TrainResult(trainer.run_dir.path, trainer.state, reason, len(data.train), history)
+
+
+def until_stopped(trainer: Trainer, budget: float, history: list[dict]) -> str:
+    """Epochs, each ended (or cut by the budget) by epoch_end; returns why it stopped."""
+    cfg = trainer.cfg
+    while True:
+        state = trainer.state
+        if state.epoch >= cfg.max_epochs:
+            return f"reached train.max_epochs ({cfg.max_epochs})"
+        if state.bad_epochs >= cfg.patience:
+            return f"early stopping: no better validation BLEU in {cfg.patience} epochs"
+        if state.step and trainer.elapsed() > budget:  # a new run makes one update
+            return f"time budget of {cfg.max_minutes:g} minutes used"
+        stopped = trainer.train_epoch(budget)
+        if stopped == "signal":
+            interrupt(trainer)
+        if stopped == "budget":
+            history.append(epoch_end.budget_cut(trainer))
+            return f"time budget of {cfg.max_minutes:g} minutes used"
+        history.append(epoch_end.end_of_epoch(trainer))
+
+
+def interrupt(trainer: Trainer) -> None:
+    """Save the exact state, then stop with a line that says how to continue."""
+    trainer.save()
+    signal = trainer.signals.requested
+    raise Interrupted(
+        f"stopped by {signal.name} in epoch {trainer.state.epoch + 1} after step "
+        f"{trainer.state.step:,}; saved {trainer.run_dir.last}: continue with --resume",
+        int(signal),
+    )
