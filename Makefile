@@ -24,8 +24,9 @@ demo: install
 	$(BIN)/translator translate -c $(DEMO) "Hello." "I have to go to sleep." "Where is the station?"
 	$(BIN)/translator eval -c $(DEMO)
 
+# one pytest-xdist worker per core; tests/conftest.py gives each worker its share of threads
 test: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --dist worksteal
 
 lint: install
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -13,6 +14,12 @@ from pathlib import Path
 import pytest
 
 from translator.config import Config, from_dict
+
+# Under pytest-xdist (make test runs two workers) each worker computes on its share of the
+# cores: set before PyTorch is first imported, and inherited by the CLI processes a test
+# starts, so that two workers do not run four compute threads on two cores.
+if WORKERS := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
 
 SUBJECTS = [
     ("I", "我"),
