@@ -1,4 +1,4 @@
-"""The recipe study behind the README's "Quality" table: train variants of a config, one
+"""The recipe study behind docs/quality.md's tables: train variants of a config, one
 change each, with the same data, seed and time budget, and score each on the test split.
 
     python scripts/study.py --minutes 20                  # every variant not yet in results

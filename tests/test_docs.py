@@ -1,0 +1,65 @@
+"""Every relative link in README.md, CHANGELOG.md and docs/*.md resolves: the file exists, and
+an #anchor names a heading of the target page (GitHub's slugs)."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+CODE = re.compile(r"(`+).*?\1", re.S)
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    found: dict[str, int] = {}
+    for line in FENCE.sub("", page.read_text(encoding="utf-8")).splitlines():
+        if match := re.match(r"#{1,6}\s+(.*)", line):
+            base = slug(match.group(1))
+            count = found.get(base, 0)
+            found[base] = count + 1
+            found.setdefault(f"{base}-{count}" if count else base, 1)
+    return set(found)
+
+
+def broken_links(page: Path) -> list[str]:
+    text = CODE.sub("", FENCE.sub("", page.read_text(encoding="utf-8")))
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{page.name}: {target} (no such file)")
+        elif anchor and (file.suffix != ".md" or anchor not in anchors(file)):
+            broken.append(f"{page.name}: {target} (no heading #{anchor})")
+    return broken
+
+
+def test_every_relative_link_and_anchor_resolves():
+    assert len(pages()) > 10
+    broken = [line for page in pages() for line in broken_links(page)]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_checker_finds_a_missing_file_and_a_missing_heading(tmp_path):
+    page = tmp_path / "page.md"
+    (tmp_path / "other.md").write_text("# Other page\n\n## Traditional → simplified\n")
+    page.write_text(
+        "# Page\n[fine](other.md#traditional--simplified) [self](#page) `[code](nowhere.md)`\n"
+        "[gone](missing.md) [no heading](other.md#nothing) ![img](other.md)\n"
+        "```\n[fenced](nowhere.md)\n```\n"
+    )
+    assert broken_links(page) == [
+        "page.md: missing.md (no such file)",
+        "page.md: other.md#nothing (no heading #nothing)",
+    ]
