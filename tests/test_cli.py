@@ -153,3 +153,25 @@ def test_without_a_config_anywhere_the_error_says_where_it_looked(tmp_path):
     assert_one_line_error(
         run_cli("prepare", cwd=tmp_path), "configs/tiny.toml is not in", "pass --config FILE"
     )
+
+
+def test_help_lists_the_commands_in_pipeline_order_and_names_the_extras():
+    from typer.testing import CliRunner
+
+    from translator.cli import app
+
+    runner = CliRunner()
+    wide = {"COLUMNS": "200", "NO_COLOR": "1"}
+    listing = runner.invoke(app, ["--help"], env=wide).output
+    commands = ["download", "prepare", "train", "average", "translate", "eval", "export"]
+    commands += ["serve", "plot", "info", "attention"]
+    rows = [
+        line.split()[1] for line in listing.splitlines() if line.startswith("│ ") and "  " in line
+    ]
+    assert [row for row in rows if row in commands] == commands
+    for command in commands:
+        text = runner.invoke(app, [command, "--help"], env=wide).output
+        assert 'pip install "translator"' not in text, command  # an [extra] eaten as markup
+    assert (
+        'pip install "translator[plot]"' in runner.invoke(app, ["plot", "--help"], env=wide).output
+    )

@@ -33,7 +33,7 @@ def plot(
     ] = None,
 ):
     """Draw training and validation loss, validation BLEU and the learning rate per epoch
-    (needs matplotlib: pip install "translator[plot]")."""
+    (needs matplotlib: pip install "translator\\[plot]")."""
     from translator.inspect.plot import plot_run
 
     written = plot_run(run_dir, out or run_dir / "training.png")
