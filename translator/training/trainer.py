@@ -66,7 +66,7 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             replicated = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
             torch.manual_seed(self.cfg.seed + self.ranks.rank)
-            log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # the package's
+            log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # all of training/
         self.optimizer = build_optimizer(self.model, self.cfg)
         self.schedule = LRSchedule(self.optimizer, self.cfg)
         self.state = TrainState()
