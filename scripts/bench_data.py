@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
-FIRST_UPDATE = "first update done"
+FIRST_UPDATE = "after start-up began"  # in the line the trainer logs after its first update
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
