@@ -15,9 +15,9 @@ import pytest
 
 from translator.config import Config, from_dict
 
-# Under pytest-xdist (make test runs two workers) each worker computes on its share of the
-# cores: set before PyTorch is first imported, and inherited by the CLI processes a test
-# starts, so that two workers do not run four compute threads on two cores.
+# Under pytest-xdist (make test runs one worker per core) each worker computes on its share
+# of the cores: set before PyTorch is first imported, and inherited by the CLI processes a
+# test starts, so that two workers on two cores do not run four compute threads.
 if WORKERS := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
 

@@ -92,9 +92,8 @@ def run(trainer: Trainer) -> TrainResult:
 
 def until_stopped(trainer: Trainer, budget: float, history: list[dict]) -> str:
     """Epochs, each ended (or cut by the budget) by epoch_end; returns why it stopped."""
-    cfg = trainer.cfg
+    cfg, state = trainer.cfg, trainer.state  # epoch_end updates the state in place
     while True:
-        state = trainer.state
         if state.epoch >= cfg.max_epochs:
             return f"reached train.max_epochs ({cfg.max_epochs})"
         if state.bad_epochs >= cfg.patience:
