@@ -30,6 +30,10 @@ from translator.corpus.readers import ReadStats, read_pairs  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
+if "infer_string" in dir(pd.options.future):
+    # Python strings: pandas 3's default string dtype refuses the lone surrogate that
+    # stands for an undecodable byte
+    pd.set_option("future.infer_string", False)
 CHUNK = 200_000
 UNDECODABLE = "\udcff"  # written as the lone byte 0xFF by the "surrogateescape" encoder
 MALFORMED = ("wrong column count", "id not a number", "control characters", "undecodable")
@@ -55,12 +59,12 @@ def chunk_rows(
     en, zh, traditional = sentences
     first, second = rng.integers(0, len(en), size), rng.integers(0, len(en), size)
     in_traditional = (rng.random(size) < rates["traditional"]) & (traditional[first] != zh[first])
-    ids = pd.Series(np.arange(start + 1, start + size + 1))
+    ids = np.arange(start + 1, start + size + 1)
     rows = pd.DataFrame(
         {
-            "en_id": ids.astype(str),
+            "en_id": pd.Series(ids.astype(str)),
             "en": pd.Series(en[first]) + " " + pd.Series(en[second]),
-            "zh_id": (ids + 10**9).astype(str),
+            "zh_id": pd.Series((ids + 10**9).astype(str)),
             "zh": pd.Series(np.where(in_traditional, traditional[first], zh[first]))
             + pd.Series(zh[second]),
         }

@@ -1,0 +1,25 @@
+"""scripts/gpu_profile.py runs end to end on the CPU (--device cpu), so the GPU profiling
+script cannot rot between the rare sessions that have a GPU: it prepares the data, times
+the variants, profiles a window and compares autocast with fp32, and writes its table."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from test_cli import CONFIG
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_profile.py"
+
+
+def test_gpu_profile_runs_on_the_cpu(tmp_path, corpus):
+    (tmp_path / "small.toml").write_text(CONFIG.replace('"corpus.tsv"', f'"{corpus}"'))
+    command = [sys.executable, str(SCRIPT), "-c", "small.toml", "--device", "cpu"]
+    command += ["--warmup", "1", "--steps", "2", "--profile-steps", "2", "--compare-steps", "2"]
+    command += ["--variants", "max_tokens x4", "--out", "out"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = (tmp_path / "out/gpu_profile.md").read_text()
+    assert "| as configured |" in table and "| max_tokens x4 |" in table
+    assert "bf16 vs fp32, 2 updates" in table
+    assert (tmp_path / "out/profile-small.txt").stat().st_size > 0
+    assert (tmp_path / "prepared").is_dir()  # prepared from the config's input first
