@@ -30,10 +30,6 @@ from translator.corpus.readers import ReadStats, read_pairs  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
-if "infer_string" in dir(pd.options.future):
-    # Python strings: pandas 3's default string dtype refuses the lone surrogate that
-    # stands for an undecodable byte
-    pd.set_option("future.infer_string", False)
 CHUNK = 200_000
 UNDECODABLE = "\udcff"  # written as the lone byte 0xFF by the "surrogateescape" encoder
 MALFORMED = ("wrong column count", "id not a number", "control characters", "undecodable")
@@ -54,7 +50,7 @@ def load_sentences(source: Path, fmt: str) -> tuple[np.ndarray, np.ndarray, np.n
 
 def chunk_rows(
     start: int, size: int, sentences: tuple, rates: dict, rng: np.random.Generator
-) -> tuple[pd.Series, Counter]:
+) -> tuple[np.ndarray, Counter]:
     """The text lines of rows start+1 … start+size, and what was planted in them."""
     en, zh, traditional = sentences
     first, second = rng.integers(0, len(en), size), rng.integers(0, len(en), size)
@@ -62,18 +58,17 @@ def chunk_rows(
     ids = np.arange(start + 1, start + size + 1)
     rows = pd.DataFrame(
         {
-            "en_id": pd.Series(ids.astype(str)),
-            "en": pd.Series(en[first]) + " " + pd.Series(en[second]),
-            "zh_id": pd.Series((ids + 10**9).astype(str)),
-            "zh": pd.Series(np.where(in_traditional, traditional[first], zh[first]))
-            + pd.Series(zh[second]),
+            "en_id": text(ids.astype(str)),
+            "en": text(en[first]) + " " + text(en[second]),
+            "zh_id": text((ids + 10**9).astype(str)),
+            "zh": text(np.where(in_traditional, traditional[first], zh[first])) + text(zh[second]),
         }
     )
     duplicate = rng.random(size) < rates["duplicates"]
     duplicate[0] = False
     source_row = np.maximum.accumulate(np.where(duplicate, 0, np.arange(size)))
     rows = rows.iloc[source_row].reset_index(drop=True)
-    lines = rows.en_id + "\t" + rows.en + "\t" + rows.zh_id + "\t" + rows.zh
+    lines = np.array(rows.en_id + "\t" + rows.en + "\t" + rows.zh_id + "\t" + rows.zh, dtype=object)
     kind = np.where(rng.random(size) < rates["malformed"], rng.integers(0, 4, size), -1)
     for k, name in enumerate(MALFORMED):
         lines[kind == k] = broken(name, rows[kind == k], lines[kind == k])
@@ -83,10 +78,16 @@ def chunk_rows(
     return lines, planted
 
 
-def broken(kind: str, rows: pd.DataFrame, lines: pd.Series) -> pd.Series:
+def text(values: np.ndarray) -> pd.Series:
+    """Python strings (object dtype): pandas 3's default string dtype refuses the lone
+    surrogate that stands for an undecodable byte."""
+    return pd.Series(values, dtype=object)
+
+
+def broken(kind: str, rows: pd.DataFrame, lines: np.ndarray) -> np.ndarray:
     """The lines made malformed in the way `kind` names."""
     if kind == "wrong column count":
-        return rows.en_id + "\t" + rows.en + "\t" + rows.zh
+        return (rows.en_id + "\t" + rows.en + "\t" + rows.zh).to_numpy(object)
     if kind == "id not a number":
         return "x" + lines
     return lines + ("\x07" if kind == "control characters" else UNDECODABLE)

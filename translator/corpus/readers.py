@@ -13,7 +13,8 @@ line number; it never stops the read. The kinds: wrong column count, undecodable
 return), a Tatoeba id that is not a number, and for JSON lines bad JSON, a value that is
 not an object, a missing or non-string field.
 Blank lines are ignored; a first line that is a column header is skipped and counted.
-A file that is not UTF-8 text at all (binary, compressed, UTF-16) is one clear error.
+A file that is not UTF-8 text at all (binary, UTF-16) is one clear error. gzip, bzip2, xz
+and Zstandard files are read through their decompressor (compression.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from translator.corpus.compression import open_input, reading
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 
@@ -41,10 +43,7 @@ _TABLES = {
     "anki": {"columns": 3, "min_columns": 2, "en": 0, "zh": 1, "ids": ()},
 }
 _MAGIC = {
-    b"\x1f\x8b": "gzip-compressed: decompress it first",
     b"PK\x03\x04": "a zip archive: extract it first",
-    b"BZh": "bzip2-compressed: decompress it first",
-    b"\xfd7zXZ\x00": "xz-compressed: decompress it first",
     b"\xff\xfe": "UTF-16 text: save it as UTF-8",
     b"\xfe\xff": "UTF-16 text: save it as UTF-8",
 }
@@ -98,9 +97,10 @@ def check_input(path: Path) -> None:
         raise UserError(f"input file not found: {path}")
     if not path.is_file():
         raise UserError(f"input is not a file: {path}")
-    with path.open("rb") as f:
+    with reading(path), open_input(path) as f:
         head = f.read(1 << 16)
-    if not head.strip() and path.stat().st_size <= len(head):
+        more = bool(f.read(1))
+    if not head.strip() and not more:
         raise UserError(f"input file is empty: {path}")
     for magic, what in _MAGIC.items():
         if head.startswith(magic):
@@ -113,7 +113,7 @@ def check_input(path: Path) -> None:
 
 def _first_lines(path: Path, count: int) -> list[str]:
     lines: list[str] = []
-    with path.open("rb") as f:
+    with reading(path), open_input(path) as f:
         for raw in f:
             line = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
             if line.strip():
@@ -203,7 +203,7 @@ def parse_block(path: Path, fmt: str, block: Block) -> tuple[pd.DataFrame, ReadS
 def blocks(path: Path) -> Iterator[Block]:
     """The file in blocks of about BLOCK_BYTES, each cut after a newline."""
     line_number = 1
-    with path.open("rb") as f:
+    with reading(path), open_input(path) as f:
         rest = b""
         while True:
             data = f.read(BLOCK_BYTES)  # read at each call, so tests can make blocks small
