@@ -116,7 +116,7 @@ def test_no_step_holds_more_than_a_block_or_a_bucket(tmp_path, corpus, monkeypat
             largest["bucketed"] = max(largest["bucketed"], len(lines))
         return lines
 
-    monkeypatch.setattr("translator.corpus.scan.parse_block", counting_parse)
+    monkeypatch.setattr("translator.corpus.sources.readers.parse_block", counting_parse)
     monkeypatch.setattr(split_writer, "_read", counting_read)
     prepared(tmp_path, corpus, workers=1)
     lines_per_block = (8 << 10) // min(len(line) for line in corpus.read_bytes().splitlines())

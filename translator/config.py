@@ -18,6 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from translator.corpora import parse_corpora, rebase_entry
 from translator.errors import UserError
 
 DEFAULT_CONFIG = Path("configs/tiny.toml")
@@ -25,8 +26,9 @@ DEFAULT_CONFIG = Path("configs/tiny.toml")
 
 @dataclass
 class DataConfig:
-    inputs: list[str] = field(default_factory=list)  # corpus files read by `prepare`
-    format: str = "auto"  # auto | tatoeba | anki | jsonl
+    inputs: list = field(default_factory=list)  # corpora read by `prepare` (corpora.py)
+    exclude: list[str] = field(default_factory=list)  # drop pairs with a sentence of these files
+    format: str = "auto"  # auto | tatoeba | anki | jsonl | tmx (single files; pairs are text)
     dir: str = "data/prepared/default"  # where splits, tokenizers and stats.json go
     max_chars: int = 200  # drop a pair if either side is longer (characters)
     min_length_ratio: float = 0.5  # English characters per Chinese character, lower bound
@@ -118,7 +120,7 @@ class Config:
 
 
 CHOICES = {
-    "data.format": ("auto", "tatoeba", "anki", "jsonl"),
+    "data.format": ("auto", "tatoeba", "anki", "jsonl", "tmx"),
     "model.norm": ("pre", "post"),
     "decode.engine": ("torch", "ctranslate2"),
 }
@@ -128,6 +130,10 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     """Check one value against its field type; ints are accepted where floats are expected."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if kind is list:
+        if isinstance(value, list):
+            return value
+        raise UserError(f"config key '{key}' must be a list, got {value!r}")
     if kind == list[str]:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return value
@@ -171,6 +177,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
 
 def validate(config: Config) -> None:
     """Cross-field checks that a type alone cannot express."""
+    parse_corpora(config.data.inputs)
     m = config.model
     if m.d_model % m.heads:
         raise UserError(f"model.d_model ({m.d_model}) must be divisible by model.heads ({m.heads})")
@@ -256,7 +263,9 @@ def rebase_paths(raw: dict[str, Any], base: Path) -> None:
     """Make the relative paths in a config read from `base`'s project absolute."""
     data = raw.get("data", {})
     if isinstance(data.get("inputs"), list):
-        data["inputs"] = [str(base / p) for p in data["inputs"]]
+        data["inputs"] = [rebase_entry(entry, base) for entry in data["inputs"]]
+    if isinstance(data.get("exclude"), list):
+        data["exclude"] = [rebase_entry(entry, base) for entry in data["exclude"]]
     for section, key in PATH_KEYS:
         value = raw.get(section, {}).get(key)
         if isinstance(value, str) and value:

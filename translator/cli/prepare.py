@@ -52,8 +52,25 @@ def prepare(
         list[Path] | None,
         typer.Option("--input", "-i", help="Corpus file (repeatable); default: data.inputs."),
     ] = None,
+    pair: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--pair",
+            metavar="EN_FILE ZH_FILE",
+            help="A corpus as two line-aligned files (Moses format), read after any --input; "
+            "more pairs and weights: data.inputs.",
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--exclude",
+            help="Drop every pair sharing a sentence with this file, e.g. a test set "
+            "(repeatable; default: data.exclude).",
+        ),
+    ] = None,
     format: Annotated[  # noqa: A002
-        str | None, typer.Option("--format", help="auto, tatoeba, anki or jsonl.")
+        str | None, typer.Option("--format", help="auto, tatoeba, anki, jsonl or tmx.")
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
     workers: Annotated[
@@ -69,11 +86,15 @@ def prepare(
     from translator.corpus.pipeline import output_dir_for
     from translator.corpus.pipeline import prepare as run_prepare
 
-    inputs = [str(p) for p in input] if input else None
+    inputs: list | None = [str(p) for p in input or []]
+    if pair:
+        inputs += [{"src": str(pair[0]), "tgt": str(pair[1])}]  # type: ignore[operator]
+    inputs = inputs or None
     if out is None and inputs:
         out = output_dir_for(inputs)
     values = {
         "data.inputs": inputs,
+        "data.exclude": [str(p) for p in exclude] if exclude else None,
         "data.format": format,
         "data.dir": None if out is None else str(out),
         "data.workers": workers,
@@ -86,12 +107,22 @@ def prepare(
     for example in s["malformed_examples"]:
         typer.echo(f"skipped {example}", err=True)
     kinds = ", ".join(f"{n:,} {kind}" for kind, n in s["malformed_by_kind"].items())
+    excluded = f", {s['excluded']:,} excluded (data.exclude)" if cfg.data.exclude else ""
     typer.echo(
-        f"read {s['rows_read']:,} rows from {len(s['inputs'])} file(s): {s['malformed']:,} "
+        f"read {s['rows_read']:,} rows from {len(s['inputs'])} corpus(es): {s['malformed']:,} "
         f"malformed{f' ({kinds})' if kinds else ''}, {s['headers']:,} header(s), "
         f"{s['empty']:,} empty, {s['filtered']:,} filtered (too long or bad length ratio), "
-        f"{s['duplicates']:,} duplicates; {s['traditional_converted']:,} converted to simplified"
+        f"{s['duplicates']:,} duplicates{excluded}; {s['traditional_converted']:,} converted "
+        f"to simplified"
     )
+    if len(s["inputs"]) > 1 or cfg.data.exclude:
+        for c in s["inputs"]:
+            typer.echo(
+                f"  {c['name']} ({c['format']}, weight {c['weight']:g}): {c['rows']:,} read, "
+                f"{c['pairs']:,} kept, {c['dropped']:,} dropped ({c['malformed']:,} malformed, "
+                f"{c['empty'] + c['too_long'] + c['bad_length_ratio']:,} empty or filtered, "
+                f"{c['duplicates']:,} duplicates, {c['excluded']:,} excluded)"
+            )
     splits = " | ".join(f"{name} {count:,}" for name, count in s["splits"].items())
     typer.echo(
         f"{s['pairs']:,} pairs in {s['groups']:,} groups sharing no sentence (largest "

@@ -1,5 +1,6 @@
 """Compressed corpus files, read directly: gzip, bzip2, xz and Zstandard, told by their
-first bytes (not by the file name), decompressed as a stream, never unpacked to disk.
+first bytes (not by the file name), decompressed as a stream, never unpacked to disk; and
+the files inside a zip archive (archive.py).
 
 A damaged archive (truncated, or corrupt inside) is one error for the whole input: the
 rows decompressed before the damage are not used as if the file had ended there.
@@ -17,7 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+from zipfile import BadZipFile
 
+from translator.corpus.archive import is_zip, open_member
 from translator.errors import UserError
 
 MAGIC = {
@@ -35,8 +38,11 @@ def compression(path: Path) -> str | None:
     return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
 
 
-def open_input(path: Path) -> BinaryIO:
-    """The file's bytes, decompressed if it is compressed. Read it inside `reading(path)`."""
+def open_input(path: Path, member: str | None = None) -> BinaryIO:
+    """The file's bytes, decompressed if it is compressed; with `member`, the bytes of that
+    file inside the zip archive at `path`. Read it inside `reading(path)`."""
+    if member is not None:
+        return open_member(path, member)
     kind = compression(path)
     if kind == "gzip":
         return gzip.open(path, "rb")  # type: ignore[return-value]
@@ -54,8 +60,8 @@ def reading(path: Path) -> Iterator[None]:
     """Turn a decompressor's complaint while reading `path` into one error line."""
     try:
         yield
-    except (EOFError, OSError, lzma.LZMAError, zlib.error, _ZstdError) as exc:
-        kind = compression(path) or "file"
+    except (EOFError, OSError, lzma.LZMAError, zlib.error, _ZstdError, BadZipFile) as exc:
+        kind = "zip" if is_zip(path) else compression(path) or "file"
         what = "truncated" if isinstance(exc, EOFError) else "corrupt"
         raise UserError(
             f"{path}: the {kind} data is {what} ({_reason(exc)}); nothing was prepared from "

@@ -2,10 +2,16 @@
 one SentencePiece model per language, and the splits encoded as id arrays, all written
 into `data.dir`.
 
-    read in blocks → normalise, filter, key (worker processes; scan.py)
+    corpora (sources.py) → read in blocks → normalise, filter, key (worker processes; scan.py)
+      → drop pairs sharing a sentence with data.exclude (exclude.py)
       → drop exact duplicates and split by connected groups, on 64-bit keys (split.py)
       → write the splits in the split's order (split_writer.py) → train tokenizers on a sample
       → encode the splits (data/ids.py) → stats.json
+
+Several corpora are read one after another into one pool of pairs: a pair found in two
+corpora is kept once (from the first), and the split groups sentences across corpora, so
+nothing leaks between them either. Each train pair's corpus number goes to train.corpus.npy
+for the weights that `train` applies (data/dataset.py).
 
 Memory holds a few blocks of text and a few integers per pair, never the corpus: 5 million
 pairs prepare within 2 GB (docs/performance.md). The output depends on the inputs, the
@@ -27,13 +33,15 @@ from pathlib import Path
 import numpy as np
 
 from translator.config import DataConfig
+from translator.corpora import parse_corpora
 from translator.corpus.cleaning import first_occurrences
-from translator.corpus.readers import check_format
+from translator.corpus.exclude import Excluded, excluded_keys, excluded_mask
 from translator.corpus.scan import Scan, scan
+from translator.corpus.sources import Source, resolve
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.data.ids import encode_splits, meta_file
-from translator.data.layout import SPLITS, split_file, stats_file
+from translator.data.layout import SPLITS, corpus_file, split_file, stats_file
 from translator.data.tokenizer import Sample, train_tokenizer
 from translator.errors import UserError
 from translator.runtime import worker_count
@@ -47,19 +55,22 @@ class Prepared:
     workers: int  # processes that read the input
 
 
-def output_dir_for(inputs: list[str]) -> Path:
-    """Where `prepare --input FILE` writes when no --out is given: data/prepared/<name of the
-    first input>, so preparing another corpus never overwrites the configured one."""
-    name = re.sub(r"[^\w.+-]+", "_", Path(inputs[0]).name.split(".")[0]) or "corpus"
+def output_dir_for(inputs: list) -> Path:
+    """Where `prepare --input FILE` (or --pair) writes when no --out is given:
+    data/prepared/<name of the first input>, so preparing another corpus never overwrites
+    the configured one."""
+    first = parse_corpora(inputs)[0].paths[0]
+    name = re.sub(r"[^\w.+-]+", "_", Path(first).name.split(".")[0]) or "corpus"
     return Path("data/prepared") / (name if len(inputs) == 1 else f"{name}+{len(inputs) - 1}")
 
 
 def prepare(config: DataConfig) -> Prepared:
     """Prepare `config.inputs` into `config.dir` (see the module docstring)."""
-    paths = [Path(p) for p in config.inputs]
-    if not paths:
-        raise UserError("no input files: pass --input or set data.inputs in the config")
-    sources = [(path, check_format(path, config.format)) for path in paths]
+    corpora = parse_corpora(config.inputs)
+    if not corpora:
+        raise UserError("no input files: pass --input or --pair, or set data.inputs in the config")
+    sources = [resolve(i, corpus, config.format) for i, corpus in enumerate(corpora)]
+    excluded = excluded_keys(config.exclude)
     out = Path(config.dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in [stats_file(out), meta_file(out), *out.glob(".prepare-*")]:
@@ -67,7 +78,7 @@ def prepare(config: DataConfig) -> Prepared:
     work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
     seconds: dict[str, float] = {}
     try:
-        stats, workers = _prepare(config, sources, out, work, seconds)
+        stats, workers = _prepare(config, sources, excluded, out, work, seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     stats_file(out).write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
@@ -75,18 +86,24 @@ def prepare(config: DataConfig) -> Prepared:
 
 
 def _prepare(
-    config: DataConfig, sources: list[tuple[Path, str]], out: Path, work: Path, seconds: dict
+    config: DataConfig,
+    sources: list[Source],
+    excluded: Excluded,
+    out: Path,
+    work: Path,
+    seconds: dict,
 ) -> tuple[dict, int]:
     """The stats, and the number of processes that read the input."""
     workers = worker_count(config.workers)
     with _stage(seconds, "read"):
         scanned = scan(sources, config, work)
-    keep = first_occurrences(scanned.pair_key)
+    dropped = excluded_mask(scanned.en_key, scanned.zh_key, excluded)
+    keep = _first_of_kept(scanned.pair_key, ~dropped)
     if not keep.any():
         read = scanned.read
         raise UserError(
-            f"no usable pair in {', '.join(str(p) for p, _ in sources)} "
-            f"({read.rows} rows read, {read.malformed} malformed)"
+            f"no usable pair in {', '.join(s.name for s in sources)} "
+            f"({read.rows} rows read, {read.malformed} malformed, {int(dropped.sum())} excluded)"
         )
     with _stage(seconds, "split"):
         plan = plan_split(
@@ -98,11 +115,15 @@ def _prepare(
         )
     with _stage(seconds, "write"):
         write_splits(scanned.block_files, keep, plan, out, work)
+        ordered = plan.order  # kept pairs in the order the files are written
+        train_corpus = scanned.corpus[keep][ordered][plan.split[ordered] == 0]
+        np.save(corpus_file(out), train_corpus)
     with _stage(seconds, "tokenizers"):
         vocab = _train_tokenizers(config, out, workers)
     with _stage(seconds, "encode"):
         tokens = encode_splits(out, workers)
-    stats = _stats(config, scanned, keep, plan) | {
+    stats = _stats(config, scanned, keep, dropped, plan) | {
+        "exclude": {"files": config.exclude, "sentences": excluded.sentences},
         "vocab_size": vocab,
         "byte_fallback": config.byte_fallback,
         "tokens": tokens,
@@ -140,11 +161,39 @@ def _train_tokenizers(config: DataConfig, out: Path, workers: int) -> dict[str, 
     }
 
 
-def _stats(config: DataConfig, scanned: Scan, keep: np.ndarray, plan: SplitPlan) -> dict:
+def _first_of_kept(pair_key: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Bool mask: the first of each pair among the candidates."""
+    rows = np.flatnonzero(candidate)
+    keep = np.zeros(len(pair_key), dtype=bool)
+    keep[rows[first_occurrences(pair_key[rows])]] = True
+    return keep
+
+
+def _per_corpus(scanned: Scan, keep: np.ndarray, dropped: np.ndarray, plan: SplitPlan) -> list:
+    """Each corpus's summary with what happened to its pairs after reading."""
+    n = len(scanned.per_input)
+    count = lambda mask: np.bincount(scanned.corpus[mask], minlength=n)  # noqa: E731
+    excluded, kept = count(dropped), count(keep)
+    duplicates = count(~dropped) - kept
+    kept_corpus = scanned.corpus[keep]
+    by_split = [np.bincount(kept_corpus[plan.split == i], minlength=n) for i in range(3)]
+    out = []
+    for c, summary in enumerate(scanned.per_input):
+        summary = dict(summary)
+        summary.update(excluded=int(excluded[c]), duplicates=int(duplicates[c]))
+        summary.update(pairs=int(kept[c]), dropped=int(summary["rows"] - kept[c]))
+        summary["splits"] = {s: int(by_split[i][c]) for i, s in enumerate(SPLITS)}
+        out.append(summary)
+    return out
+
+
+def _stats(
+    config: DataConfig, scanned: Scan, keep: np.ndarray, dropped: np.ndarray, plan: SplitPlan
+) -> dict:
     read, counts = scanned.read, scanned.counts
     en_hash = scanned.en_hash[keep]
     return {
-        "inputs": scanned.per_input,
+        "inputs": _per_corpus(scanned, keep, dropped, plan),
         "rows_read": read.rows,
         "headers": read.headers,
         "malformed": read.malformed,
@@ -155,7 +204,8 @@ def _stats(config: DataConfig, scanned: Scan, keep: np.ndarray, plan: SplitPlan)
         "too_long": counts["too_long"],
         "bad_length_ratio": counts["bad_length_ratio"],
         "filtered": counts["too_long"] + counts["bad_length_ratio"],
-        "duplicates": int((~keep).sum()),
+        "excluded": int(dropped.sum()),
+        "duplicates": int((~dropped).sum() - keep.sum()),
         "pairs": int(keep.sum()),
         "groups": plan.groups,
         "largest_group": plan.largest_group,

@@ -1,8 +1,11 @@
-"""Readers for the three corpus formats, yielding chunks of raw (en, zh) pairs.
+"""Readers for the single-file table formats, yielding chunks of raw (en, zh) pairs.
 
 - tatoeba: Tatoeba's sentence-pairs export, `en_id <TAB> en <TAB> zh_id <TAB> zh`
 - anki:    manythings.org/anki files, `en <TAB> zh <TAB> attribution` (attribution optional)
 - jsonl:   one JSON object a line, `{"english": ..., "chinese": ...}`
+
+(A plain two-column `en <TAB> zh` file is read as anki. TMX is read by tmx.py, a pair of
+line-aligned files by moses.py; sources.py says which reader a corpus gets.)
 
 A file is read in blocks of whole lines, decoded as UTF-8 (byte-order marks dropped, at
 the start or mid-file from concatenated files; "\\r\\n" read as "\\n"), and each block
@@ -21,20 +24,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from translator.corpus.compression import open_input, reading
+from translator.corpus.read_stats import Malformed, ReadStats
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 
-FORMATS = ("tatoeba", "anki", "jsonl")
+FORMATS = ("tatoeba", "anki", "jsonl", "tmx")
+__all__ = ["Malformed", "ReadStats"]  # re-exported for readers of the old name
 BLOCK_BYTES = 16 << 20  # read this much at a time, cut at the last newline
-MAX_EXAMPLES = 5  # malformed rows kept for the report
 HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 
 # columns of each table format, and where English and Chinese are
@@ -43,77 +46,48 @@ _TABLES = {
     "anki": {"columns": 3, "min_columns": 2, "en": 0, "zh": 1, "ids": ()},
 }
 _MAGIC = {
-    b"PK\x03\x04": "a zip archive: extract it first",
+    b"PK\x03\x04": "a zip archive inside a zip archive: extract the outer one first",
     b"\xff\xfe": "UTF-16 text: save it as UTF-8",
     b"\xfe\xff": "UTF-16 text: save it as UTF-8",
 }
 
 
-@dataclass
-class Malformed:
-    path: str
-    line: int  # 1-based
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.reason}"
-
-
-@dataclass
-class ReadStats:
-    rows: int = 0  # non-blank lines seen, headers included
-    malformed: int = 0
-    headers: int = 0  # header lines skipped
-    kinds: Counter = field(default_factory=Counter)  # malformed rows by kind
-    examples: list[Malformed] = field(default_factory=list)
-
-    def skip(self, path: Path, lines: pd.Index, kind: str, reason: str) -> None:
-        """Count the rows at line numbers `lines` as malformed, of `kind`, for `reason`; keep
-        the first rows of the read (by file, then line) as examples."""
-        if len(lines) == 0:
-            return
-        self.malformed += len(lines)
-        self.kinds[kind] += len(lines)
-        examples = [Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]]
-        self._keep_first(examples)
-
-    def merge(self, other: ReadStats) -> None:
-        """Add the counts of a later part of the read (a later block or file)."""
-        self.rows += other.rows
-        self.malformed += other.malformed
-        self.headers += other.headers
-        self.kinds.update(other.kinds)
-        self._keep_first(other.examples)
-
-    def _keep_first(self, examples: list[Malformed]) -> None:
-        files = list(dict.fromkeys([m.path for m in self.examples + examples]))
-        self.examples += examples
-        self.examples.sort(key=lambda m: (files.index(m.path), m.line))
-        del self.examples[MAX_EXAMPLES:]
-
-
-def check_input(path: Path) -> None:
+def check_input(path: Path, member: str | None = None) -> None:
+    """One error line unless the file (or the zip archive's `member`) is UTF-8 text with
+    something in it, or a TMX file."""
     if not path.exists():
         raise UserError(f"input file not found: {path}")
     if not path.is_file():
         raise UserError(f"input is not a file: {path}")
-    with reading(path), open_input(path) as f:
+    with reading(path), open_input(path, member) as f:
         head = f.read(1 << 16)
         more = bool(f.read(1))
+    name = f"{path}/{member}" if member else path
     if not head.strip() and not more:
-        raise UserError(f"input file is empty: {path}")
+        raise UserError(f"input file is empty: {name}")
+    if is_tmx(head):
+        return
     for magic, what in _MAGIC.items():
         if head.startswith(magic):
-            raise UserError(f"{path} is {what}")
+            raise UserError(f"{name} is {what}")
     text = head.decode("utf-8", errors="replace")
     odd = sum(text.count(c) for c in "\ufffd\x00")
     if odd > max(8, len(text) // 20):
-        raise UserError(f"{path} is not a UTF-8 text file ({odd} undecodable or NUL bytes)")
+        raise UserError(f"{name} is not a UTF-8 text file ({odd} undecodable or NUL bytes)")
 
 
-def _first_lines(path: Path, count: int) -> list[str]:
+def is_tmx(head: bytes) -> bool:
+    """The first bytes of a file are those of a TMX document (UTF-8 or UTF-16)."""
+    for bom, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        if head.startswith(bom):
+            head = head[2:].decode(codec, errors="replace").encode()
+    text = head[:4096].decode("utf-8-sig", errors="replace").lstrip()
+    return text.startswith("<") and "<tmx" in text
+
+
+def _first_lines(path: Path, count: int, member: str | None = None) -> list[str]:
     lines: list[str] = []
-    with reading(path), open_input(path) as f:
+    with reading(path), open_input(path, member) as f:
         for raw in f:
             line = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
             if line.strip():
@@ -127,9 +101,12 @@ def _looks_tatoeba(fields: list[str]) -> bool:
     return len(fields) == 4 and fields[0].strip().isdigit() and fields[2].strip().isdigit()
 
 
-def detect_format(path: Path) -> str:
+def detect_format(path: Path, member: str | None = None) -> str:
     """Tell the format from the first non-blank line (the second, if the first is a header)."""
-    lines = _first_lines(path, 2)
+    with reading(path), open_input(path, member) as f:
+        if is_tmx(f.read(4096)):
+            return "tmx"
+    lines = _first_lines(path, 2, member)
     if not lines:
         raise UserError(f"input file is empty: {path}")
     if lines[0].lstrip().startswith("{"):
@@ -159,11 +136,11 @@ def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]
         yield pairs
 
 
-def check_format(path: Path, fmt: str) -> str:
+def check_format(path: Path, fmt: str, member: str | None = None) -> str:
     """The format to read `path` in (`auto` detected), after checking the file can be read."""
-    check_input(path)
+    check_input(path, member)
     if fmt == "auto":
-        fmt = detect_format(path)
+        fmt = detect_format(path, member)
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     return fmt
@@ -177,12 +154,16 @@ class Block:
     data: bytes
     at_start: bool  # the file's first block, where a header row may be
 
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
 
 def parse_block(path: Path, fmt: str, block: Block) -> tuple[pd.DataFrame, ReadStats]:
     """The raw pairs of one block, indexed by line number, and what was skipped in it.
     A pure function of its arguments, so blocks can be parsed in any process."""
     stats = ReadStats()
-    lines = _lines(block)
+    lines = decode_lines(block)
     lines = lines[lines.str.strip() != ""]  # blank lines are ignored
     stats.rows += len(lines)
     if block.at_start and len(lines) and fmt != "jsonl" and _is_header(lines.iloc[0], fmt):
@@ -200,10 +181,10 @@ def parse_block(path: Path, fmt: str, block: Block) -> tuple[pd.DataFrame, ReadS
     return pairs[~control], stats
 
 
-def blocks(path: Path) -> Iterator[Block]:
+def blocks(path: Path, member: str | None = None) -> Iterator[Block]:
     """The file in blocks of about BLOCK_BYTES, each cut after a newline."""
     line_number = 1
-    with reading(path), open_input(path) as f:
+    with reading(path), open_input(path, member) as f:
         rest = b""
         while True:
             data = f.read(BLOCK_BYTES)  # read at each call, so tests can make blocks small
@@ -218,7 +199,7 @@ def blocks(path: Path) -> Iterator[Block]:
             line_number += block.count(b"\n") + (not block.endswith(b"\n"))
 
 
-def _lines(block: Block) -> pd.Series:
+def decode_lines(block: Block) -> pd.Series:
     """The block's lines, decoded, indexed by line number."""
     text = block.data.decode("utf-8", errors="replace").replace("\r\n", "\n")
     text = text.replace("\ufeff", "")  # byte-order marks, also mid-file

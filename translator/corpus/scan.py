@@ -2,13 +2,13 @@
 filtered in worker processes; the kept pairs go to a work file per block, and only their
 64-bit keys come back to the main process.
 
-    input files → blocks of whole lines (readers.py: blocks)
-      → worker: parse (readers.parse_block) → clean (cleaning.clean_chunk) → block-N.{en,zh}
-      → main: keys and counts, concatenated in block order
+    corpora → blocks (whole lines, translation units, or the same lines of two files;
+      sources.py) → worker: parse (sources.parse) → clean (cleaning.clean_chunk)
+      → block-N.{en,zh} → main: keys, corpus numbers and counts, in block order
 
 Blocks are numbered in input order and their results taken in that order, so the output
 is the same for any number of workers. Memory: a few blocks in flight, plus 24 bytes of
-keys per kept pair.
+keys and a corpus number per kept pair.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ import numpy as np
 from tqdm import tqdm
 
 from translator.config import DataConfig
-from translator.corpus import readers
+from translator.corpus import readers, sources
 from translator.corpus.cleaning import clean_chunk
-from translator.corpus.readers import Block, ReadStats, blocks, parse_block
+from translator.corpus.read_stats import ReadStats
+from translator.corpus.sources import Source
 from translator.runtime import worker_count
 
 
 @dataclass
 class BlockResult:
-    path: str  # the input file the block came from
-    format: str
+    source: Source  # the corpus the block came from
     size: int  # bytes read
     rows: int  # pairs kept in the block's work files
     pair_key: np.ndarray
@@ -52,23 +52,23 @@ class Scan:
     en_key: np.ndarray
     zh_key: np.ndarray
     en_hash: np.ndarray
+    corpus: np.ndarray  # uint16: the index in data.inputs of each pair's corpus
     counts: Counter = field(default_factory=Counter)
     read: ReadStats = field(default_factory=ReadStats)
-    per_input: list[dict] = field(default_factory=list)
+    per_input: list[dict] = field(default_factory=list)  # one per corpus, in input order
     workers: int = 1  # processes that read
 
 
-def process_block(job: tuple[Path, str, Block, Path], config: DataConfig) -> BlockResult:
-    path, fmt, block, out = job
-    raw, read = parse_block(path, fmt, block)
+def process_block(job: tuple[Source, object, Path], config: DataConfig) -> BlockResult:
+    source, block, out = job
+    raw, read = sources.parse(source, block)
     cleaned = clean_chunk(raw, config)
     for lang in ("en", "zh"):
         text = "".join(line + "\n" for line in cleaned.pairs[lang])
         out.with_suffix(f".{lang}").write_text(text, encoding="utf-8")
     return BlockResult(
-        str(path),
-        fmt,
-        len(block.data),
+        source,
+        block.size,
         len(cleaned.pairs),
         cleaned.pair_key,
         cleaned.en_key,
@@ -99,17 +99,19 @@ def ordered_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
             yield pending.popleft().result()
 
 
-def scan(inputs: list[tuple[Path, str]], config: DataConfig, work_dir: Path) -> Scan:
-    """Stream every (path, format) input through `process_block` (see the module docstring)."""
+def scan(corpora: list[Source], config: DataConfig, work_dir: Path) -> Scan:
+    """Stream every corpus through `process_block` (see the module docstring)."""
     jobs = (
-        (path, fmt, block, block_file(work_dir, i))
-        for i, (path, fmt, block) in enumerate(_blocks_of(inputs))
+        (source, block, block_file(work_dir, i))
+        for i, (source, block) in enumerate(_blocks_of(corpora))
     )
     workers = worker_count(config.workers)
-    size = sum(path.stat().st_size for path, _ in inputs)
+    size = sum(source.size for source in corpora)
     if size <= 2 * readers.BLOCK_BYTES:
         workers = 1  # starting processes costs more than it saves
-    out = Scan([], *(np.zeros(0, np.uint64) for _ in range(4)), workers=workers)
+    out = Scan([], *(np.zeros(0, np.uint64) for _ in range(4)), np.zeros(0, np.uint16))
+    out.workers = workers
+    out.per_input = [_summary(source) for source in corpora]
     keys: list[tuple[np.ndarray, ...]] = []
     bar = tqdm(total=size, desc="reading", unit="B", unit_scale=True, leave=False, disable=None)
     results = ordered_map(partial(process_block, config=config), jobs, workers)
@@ -117,21 +119,32 @@ def scan(inputs: list[tuple[Path, str]], config: DataConfig, work_dir: Path) -> 
         bar.update(result.size)
         _count(out, result)
         out.block_files.append(block_file(work_dir, i))
-        keys.append((result.pair_key, result.en_key, result.zh_key, result.en_hash))
+        corpus = np.full(result.rows, result.source.index, np.uint16)
+        keys.append((result.pair_key, result.en_key, result.zh_key, result.en_hash, corpus))
     bar.close()
     if keys:
         columns = zip(*keys, strict=True)
-        out.pair_key, out.en_key, out.zh_key, out.en_hash = map(np.concatenate, columns)
+        out.pair_key, out.en_key, out.zh_key, out.en_hash, out.corpus = map(np.concatenate, columns)
     return out
 
 
+def _summary(source: Source) -> dict:
+    return {
+        "name": source.name,
+        "paths": list(source.paths),
+        "files": [str(f) for f in source.files],
+        "format": source.format,
+        "weight": source.weight,
+    }
+
+
 def _count(out: Scan, result: BlockResult) -> None:
-    """Add a block's counts to the totals and to its input file's summary."""
-    if not out.per_input or out.per_input[-1]["path"] != result.path:
-        out.per_input.append({"path": result.path, "format": result.format})
-        out.per_input[-1].update(rows=0, malformed=0)
-    out.per_input[-1]["rows"] += result.read.rows
-    out.per_input[-1]["malformed"] += result.read.malformed
+    """Add a block's counts to the totals and to its corpus's summary."""
+    summary = out.per_input[result.source.index]
+    for key, n in (("rows", result.read.rows), ("malformed", result.read.malformed)):
+        summary[key] = summary.get(key, 0) + n
+    for reason in ("empty", "too_long", "bad_length_ratio"):
+        summary[reason] = summary.get(reason, 0) + result.counts[reason]
     out.counts.update(result.counts)
     out.read.merge(result.read)
 
@@ -140,7 +153,7 @@ def block_file(work_dir: Path, index: int) -> Path:
     return work_dir / f"block-{index:06d}"
 
 
-def _blocks_of(inputs: list[tuple[Path, str]]) -> Iterator[tuple[Path, str, Block]]:
-    for path, fmt in inputs:
-        for block in blocks(path):
-            yield path, fmt, block
+def _blocks_of(corpora: list[Source]) -> Iterator[tuple[Source, object]]:
+    for source in corpora:
+        for block in sources.blocks(source):
+            yield source, block

@@ -133,6 +133,25 @@ def make_batches(
     return [collate([src[i] for i in g], [tgt[i] for i in g]) for g in groups]
 
 
+def weighted_rows(
+    rows: np.ndarray, corpus: np.ndarray, weights: Sequence[float], seed: int, epoch: int
+) -> np.ndarray:
+    """The examples of one epoch when corpus c is seen `weights[c]` times: each of its rows
+    floor(weight) times, plus a random share (the fraction left) drawn afresh each epoch,
+    without replacement, seeded by `seed` and `epoch` (so every rank and every resume
+    draws the same). `corpus[i]` is the corpus of `rows[i]`. In corpus order, unsorted."""
+    rng = np.random.default_rng([seed, epoch])
+    parts = [np.zeros(0, dtype=rows.dtype)]
+    for c, weight in enumerate(weights):
+        mine = rows[corpus == c]
+        whole, fraction = divmod(float(weight), 1.0)
+        parts += [mine] * int(whole)
+        extra = round(fraction * len(mine))
+        if extra:
+            parts.append(np.sort(rng.choice(mine, extra, replace=False)))
+    return np.concatenate(parts)
+
+
 def epoch_order(batches: int, seed: int, epoch: int) -> list[int]:
     """The order batches are trained in during `epoch`: a shuffle seeded by both."""
     order = list(range(batches))

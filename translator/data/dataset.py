@@ -9,6 +9,8 @@ memory do not grow with the corpus.
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,9 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from translator.config import Config
-from translator.data.batching import Batch, collate_padded, plan_batches
+from translator.corpora import parse_corpora
+from translator.data.batching import Batch, collate_padded, plan_batches, weighted_rows
 from translator.data.ids import Ids, encode_splits, open_ids, up_to_date
-from translator.data.layout import group_references, read_split, stats_file, tokenizer_file
+from translator.data.layout import (
+    corpus_file,
+    group_references,
+    read_split,
+    stats_file,
+    tokenizer_file,
+)
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -27,19 +36,53 @@ log = logging.getLogger(__name__)
 
 
 class Batches(Sequence[Batch]):
-    """Token-budget batches of a split, collated from the mapped ids on access."""
+    """Token-budget batches of a split, collated from the mapped ids on access. With
+    `corpus` (each pair's corpus number) and `weights` (one per corpus), `epoch(n)` gives
+    the batches of epoch n, where corpus c's pairs are seen weights[c] times."""
 
-    def __init__(self, src: Ids, tgt: Ids, max_len: int, max_tokens: int):
-        self.src, self.tgt = src, tgt
-        src_lens, tgt_lens = src.lengths() + 1, tgt.lengths() + 1  # + EOS
-        keep = np.flatnonzero((src_lens <= max_len) & (tgt_lens < max_len))  # BOS on target
-        self.pairs = len(keep)
-        self.dropped = len(src_lens) - len(keep)
-        self.groups = [keep[g] for g in plan_batches(src_lens[keep], tgt_lens[keep], max_tokens)]
+    def __init__(
+        self,
+        src: Ids,
+        tgt: Ids,
+        max_len: int,
+        max_tokens: int,
+        corpus: np.ndarray | None = None,
+        weights: Sequence[float] = (1.0,),
+        seed: int = 0,
+    ):
+        self.src, self.tgt, self.max_tokens = src, tgt, max_tokens
+        self.lens = src.lengths() + 1, tgt.lengths() + 1  # + EOS
+        src_lens, tgt_lens = self.lens
+        self.rows = np.flatnonzero((src_lens <= max_len) & (tgt_lens < max_len))  # BOS on target
+        self.dropped = len(src_lens) - len(self.rows)
+        self.corpus = None if corpus is None else corpus[self.rows]
+        self.weights, self.seed = list(weights), seed
+        self._plan(self.rows)
+        self.unique_pairs = self.pairs  # each usable pair once, whatever the weights
+
+    def _plan(self, rows: np.ndarray) -> None:
+        src_lens, tgt_lens = self.lens
+        self.pairs = len(rows)  # examples in an epoch
+        self.groups = [
+            rows[g] for g in plan_batches(src_lens[rows], tgt_lens[rows], self.max_tokens)
+        ]
         sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         flat = tgt_lens[np.concatenate(self.groups)] if self.groups else np.zeros(0, np.int64)
         self.tokens = np.add.reduceat(flat, starts) if self.groups else flat  # per batch
+
+    @property
+    def weighted(self) -> bool:
+        return self.corpus is not None and any(w != 1 for w in self.weights)
+
+    def epoch(self, epoch: int) -> Batches:
+        """The batches of `epoch` (0-based): these, unless the corpora are weighted."""
+        if not self.weighted:
+            return self
+        planned = copy.copy(self)
+        assert self.corpus is not None
+        planned._plan(weighted_rows(self.rows, self.corpus, self.weights, self.seed, epoch))
+        return planned
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -73,11 +116,16 @@ def load_training_data(config: Config) -> TrainData:
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)
         encode_splits(data_dir, worker_count(config.data.workers))
 
-    def batches(split: str) -> Batches:
+    def batches(split: str, **weighting) -> Batches:
         src, tgt = open_ids(data_dir, split, "en"), open_ids(data_dir, split, "zh")
-        return Batches(src, tgt, config.model.max_positions, config.train.max_tokens)
+        return Batches(src, tgt, config.model.max_positions, config.train.max_tokens, **weighting)
 
-    train = batches("train")
+    corpus, weights = train_corpora(config, data_dir)
+    if corpus is not None and len(corpus) != len(open_ids(data_dir, "train", "en").lengths()):
+        raise UserError(f"{corpus_file(data_dir)} does not match the train split: prepare again")
+    train = batches("train", corpus=corpus, weights=weights, seed=config.train.seed)
+    if train.weighted:
+        log.info("corpus weights %s: %d examples an epoch", weights, train.epoch(0).pairs)
     if not train.pairs:
         raise UserError(f"no usable training pairs in {data_dir}")
     bleu_src, bleu_refs = group_references(*read_split(data_dir, "valid"))
@@ -89,6 +137,24 @@ def load_training_data(config: Config) -> TrainData:
         valid=batches("valid"),
         bleu_src=bleu_src[:n],
         bleu_refs=bleu_refs[:n],
-        train_pairs=train.pairs,
+        train_pairs=train.unique_pairs,
         dropped=train.dropped,
     )
+
+
+def train_corpora(config: Config, data_dir: Path) -> tuple[np.ndarray | None, list[float]]:
+    """Each train pair's corpus number, and each corpus's weight: from data.inputs when it
+    names the corpora the data was prepared from (so a weight can change without preparing
+    again), else as recorded at prepare time. (None, [1.0]) for data prepared before
+    corpora were numbered."""
+    path = corpus_file(data_dir)
+    if not path.is_file():
+        return None, [1.0]
+    recorded = json.loads(stats_file(data_dir).read_text(encoding="utf-8")).get("inputs", [])
+    weights = [float(c.get("weight", 1.0)) for c in recorded]
+    configured = parse_corpora(config.data.inputs)
+    resolved = lambda paths: [Path(p).resolve() for p in paths]  # noqa: E731
+    same = [resolved(c.paths) for c in configured] == [resolved(c["paths"]) for c in recorded]
+    if configured and same:
+        weights = [c.weight for c in configured]
+    return np.load(path, mmap_mode="r"), weights

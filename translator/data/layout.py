@@ -5,6 +5,7 @@ Training, evaluation and scripts import this, not the preparation pipeline.
                                  English sentence is its own line, so a sentence with
                                  three translations appears on three lines
     spm.{en,zh}.{model,vocab}    the SentencePiece models
+    train.corpus.npy             uint16 per train pair: its corpus (index in data.inputs)
     stats.json                   what `prepare` read, dropped, grouped and wrote
 """
 
@@ -25,6 +26,10 @@ def split_file(data_dir: Path | str, split: str, lang: str) -> Path:
 
 def tokenizer_file(data_dir: Path | str, lang: str) -> Path:
     return Path(data_dir) / f"spm.{lang}.model"
+
+
+def corpus_file(data_dir: Path | str) -> Path:
+    return Path(data_dir) / "train.corpus.npy"
 
 
 def stats_file(data_dir: Path | str) -> Path:

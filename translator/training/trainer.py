@@ -164,7 +164,8 @@ class Trainer:
         """Train from the saved position to the end of the epoch. Returns None when the epoch
         is done, "budget" or "signal" when it stopped early (after a whole update)."""
         self.model.train()
-        order = epoch_order(len(self.data.train), self.cfg.seed, self.state.epoch)
+        plan = self.data.train.epoch(self.state.epoch)  # weighted corpora: this epoch's draw
+        order = epoch_order(len(plan), self.cfg.seed, self.state.epoch)
         per_update = self.cfg.update_freq * self.ranks.world
         bar = tqdm(
             total=len(order),
@@ -175,7 +176,6 @@ class Trainer:
             disable=None if self.progress else True,
             dynamic_ncols=True,
         )
-        plan = self.data.train
         for start in range(self.state.position, len(order), per_update):
             began = time.perf_counter()
             group = order[start : start + per_update]

@@ -1,0 +1,75 @@
+"""The corpora of `data.inputs`: each entry one corpus, with its files and its weight.
+
+    "tatoeba.tsv"                                    one file (any format prepare reads)
+    { path = "tatoeba.tsv", weight = 0.5 }           the same, weighted
+    { src = "news.en", tgt = "news.zh", weight = 3 } two line-aligned files (Moses style)
+
+A weight scales how often the corpus's training pairs are seen per epoch (3: three times;
+0.5: a fresh random half each epoch). It is applied when `train` plans its epochs; the
+prepared data holds each pair once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from translator.errors import UserError
+
+_KEYS = {"path", "src", "tgt", "weight"}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    paths: tuple[str, ...]  # one file, or the English and the Chinese file of a pair
+    weight: float = 1.0
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.paths) == 2
+
+    @property
+    def name(self) -> str:
+        """How stats.json and the summary name it: the file, or both files joined by " + "."""
+        return " + ".join(self.paths)
+
+
+def parse_corpus(key: str, entry: Any) -> Corpus:
+    """One `data.inputs` entry (`key` names it in errors, e.g. "data.inputs[2]")."""
+    if isinstance(entry, str):
+        return Corpus((entry,))
+    if not isinstance(entry, dict):
+        raise UserError(f"config key '{key}' must be a file name or a table, got {entry!r}")
+    unknown = sorted(set(entry) - _KEYS)
+    if unknown:
+        raise UserError(f"unknown key '{key}.{unknown[0]}' (known: path, src, tgt, weight)")
+    files = {k: entry[k] for k in ("path", "src", "tgt") if k in entry}
+    for name, value in files.items():
+        if not isinstance(value, str) or not value:
+            raise UserError(f"config key '{key}.{name}' must be a file name, got {value!r}")
+    weight = entry.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+        raise UserError(f"config key '{key}.weight' must be a number above 0, got {weight!r}")
+    if set(files) == {"path"}:
+        return Corpus((files["path"],), float(weight))
+    if set(files) == {"src", "tgt"}:
+        return Corpus((files["src"], files["tgt"]), float(weight))
+    raise UserError(
+        f"config key '{key}' needs either path = FILE or both src = FILE and tgt = FILE, "
+        f"got {', '.join(sorted(files)) or 'neither'}"
+    )
+
+
+def parse_corpora(inputs: list) -> list[Corpus]:
+    return [parse_corpus(f"data.inputs[{i}]", entry) for i, entry in enumerate(inputs)]
+
+
+def rebase_entry(entry: Any, base: Path) -> Any:
+    """The entry with its relative file names made relative to `base`."""
+    if isinstance(entry, str):
+        return str(base / entry)
+    if isinstance(entry, dict):
+        files = {k: str(base / v) for k, v in entry.items() if k != "weight" and isinstance(v, str)}
+        return entry | files
+    return entry

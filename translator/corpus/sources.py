@@ -1,0 +1,91 @@
+"""Each corpus of `data.inputs` as prepare reads it: its files (inside a zip archive or not),
+their format, and the reader that cuts them into blocks and parses a block.
+
+    corpus (config) → Source: checked files + format → blocks → parse(block) → raw pairs
+
+| format  | files                          | blocks of          | reader     |
+|---------|--------------------------------|--------------------|------------|
+| tatoeba, anki, jsonl | one text file     | whole lines        | readers.py |
+| tmx     | one XML file                   | translation units  | tmx.py     |
+| moses   | an English and a Chinese file  | the same lines of both | moses.py |
+
+A zip archive stands for the files inside it (archive.py). `parse` is a pure function of
+the source and a block, so the workers can run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from translator.corpora import Corpus
+from translator.corpus import readers
+from translator.corpus.archive import corpus_members, is_zip
+from translator.corpus.moses import PairBlock, TextFile, pair_blocks, parse_pair_block
+from translator.corpus.read_stats import ReadStats
+from translator.corpus.tmx import UnitBlock, parse_unit_block, unit_blocks
+from translator.errors import UserError
+
+
+@dataclass(frozen=True)
+class Source:
+    index: int  # the corpus's place in data.inputs
+    paths: tuple[str, ...]  # as data.inputs gives them
+    name: str  # as stats.json and the summary name it
+    format: str  # tatoeba | anki | jsonl | tmx | moses
+    files: tuple[TextFile, ...]  # one, or the English and the Chinese file
+    weight: float
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk (compressed, for a compressed file), for the progress bar."""
+        return sum(path.stat().st_size for path in {f.path for f in self.files})
+
+
+def resolve(index: int, corpus: Corpus, fmt: str) -> Source:
+    """The checked files and format of a corpus (`fmt`: data.format, used for one-file
+    corpora; "auto" detects it). One error line for anything that cannot be read."""
+    files = tuple(_files(Path(p)) for p in corpus.paths)
+    flat = tuple(f for group in files for f in group)
+    if len(flat) == 2:
+        for f in flat:
+            readers.check_input(f.path, f.member)
+        return Source(index, corpus.paths, corpus.name, "moses", flat, corpus.weight)
+    if len(flat) > 2:
+        raise UserError(f"{corpus.name}: a pair of files each holding a pair is not a corpus")
+    (only,) = flat
+    found = readers.check_format(only.path, fmt, only.member)
+    return Source(index, corpus.paths, str(only), found, flat, corpus.weight)
+
+
+def _files(path: Path) -> tuple[TextFile, ...]:
+    """The file, or the corpus files inside it when it is a zip archive."""
+    if not path.exists():
+        raise UserError(f"input file not found: {path}")
+    if not path.is_file():
+        raise UserError(f"input is not a file: {path}")
+    if is_zip(path):
+        return tuple(TextFile(path, member) for member in corpus_members(path))
+    return (TextFile(path),)
+
+
+def blocks(source: Source) -> Iterator[readers.Block | PairBlock | UnitBlock]:
+    if source.format == "moses":
+        return pair_blocks(*source.files)
+    (f,) = source.files
+    if source.format == "tmx":
+        return unit_blocks(f.path, f.member)
+    return readers.blocks(f.path, f.member)
+
+
+def parse(source: Source, block) -> tuple[pd.DataFrame, ReadStats]:
+    """The raw pairs of one block of the source, and what was skipped in it."""
+    if source.format == "moses":
+        en, zh = source.files
+        return parse_pair_block((str(en), str(zh)), block)
+    if source.format == "tmx":
+        return parse_unit_block(source.name, block)
+    return readers.parse_block(Path(source.name), source.format, block)
