@@ -99,7 +99,7 @@ def test_a_bad_row_on_one_side_is_skipped_and_the_rest_stays_aligned(tmp_path):
     assert stats["empty"] == 1
     wanted = {e: z for i, (e, z) in enumerate(PAIRS) if i not in (10, 20, 30)}
     for split in ("train", "valid", "test"):
-        got = zip(files[f"{split}.en"].splitlines(), files[f"{split}.zh"].splitlines())
+        got = zip(files[f"{split}.en"].splitlines(), files[f"{split}.zh"].splitlines(), strict=True)
         assert all(wanted[e] == z for e, z in got)
     assert sum(len(files[f"{s}.en"].splitlines()) for s in ("train", "valid", "test")) == len(
         wanted

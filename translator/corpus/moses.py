@@ -64,7 +64,7 @@ class _Lines:
         self.rest += data
 
     def block(self) -> bytes:
-        """About readers.BLOCK_BYTES of whole lines (the last line may lack its newline at the end)."""
+        """About readers.BLOCK_BYTES of whole lines (the last may lack its newline)."""
         if not self.eof:
             self._fill()
         while not self.eof and b"\n" not in self.rest:  # one line longer than a block
