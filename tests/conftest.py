@@ -102,12 +102,15 @@ def corpus(tmp_path: Path) -> Path:
     return write_tatoeba(tmp_path / "corpus.tsv", generated_pairs(300))
 
 
-def run_cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run `translator ...` as a user would, in a fresh process."""
+def run_cli(
+    *args: str, cwd: Path, stdin: str | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run `translator ...` as a user would, in a fresh process (`env`: variables to add)."""
     return subprocess.run(
         [sys.executable, "-m", "translator", *args],
         cwd=cwd,
         input=stdin,
+        env=os.environ | (env or {}),
         capture_output=True,
         text=True,
         timeout=300,

@@ -2,7 +2,9 @@
 formats; no test touches the internet."""
 
 import bz2
+import gzip
 import io
+import json
 import socket
 import threading
 import zipfile
@@ -52,7 +54,7 @@ class Server:
             def do_GET(self):
                 rng = self.headers.get("Range")
                 outer.requests.append((self.path, rng))
-                data = outer.files.get(self.path)
+                data = outer.files.get(self.path, outer.files.get(self.path.split("?")[0]))
                 if data is None:
                     self.send_error(404, "Not Found")
                     return
@@ -74,6 +76,12 @@ class Server:
                     self.close_connection = True
                     return
                 self.wfile.write(body)
+
+            def do_HEAD(self):
+                data = outer.files.get(self.path)
+                self.send_response(200 if data is not None else 404)
+                self.send_header("Content-Length", str(len(data or b"")))
+                self.end_headers()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -169,3 +177,78 @@ def test_cli_reports_pairs_and_the_next_step(server, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "5 pairs in raw/en-cmn.tsv (downloaded " in result.stdout
     assert "next: translator prepare --input raw/en-cmn.tsv" in result.stdout
+
+
+def opus_fixture(server, en_lines, zh_lines):
+    """An OPUS-style Moses zip and the API answer that points at it."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("README", "News-Commentary\n")
+        z.writestr("News-Commentary.en-zh.en", "".join(f"{e}\n" for e in en_lines))
+        z.writestr("News-Commentary.en-zh.zh", "".join(f"{z_}\n" for z_ in zh_lines))
+        z.writestr("News-Commentary.en-zh.ids", "")
+    zip_path = "/OPUS-News-Commentary/v16/moses/en-zh.txt.zip"
+    server.files[zip_path] = archive.getvalue()
+    entry = {
+        "alignment_pairs": len(en_lines),
+        "corpus": "News-Commentary",
+        "latest": "True",
+        "preprocessing": "moses",
+        "size": 1,
+        "source": "en",
+        "target": "zh",
+        "url": server.url + zip_path,
+        "version": "v16",
+    }
+    other = entry | {"corpus": "UNPC", "version": "v1.0", "alignment_pairs": 17_451_549}
+    other["url"] = server.url + "/OPUS-UNPC/v1.0/moses/en-zh.txt.zip"
+    server.files["/opusapi/"] = json.dumps({"corpora": [other, entry]}).encode()
+    return zip_path
+
+
+def test_an_opus_corpus_is_found_through_the_api_and_prepared_from_its_zip(server, tmp_path):
+    from dataclasses import replace
+
+    from conftest import generated_pairs, tiny_config
+
+    from translator.corpus.pipeline import prepare
+    from translator.corpus.remote import fetch_corpus
+
+    pairs = generated_pairs(300)
+    zip_path = opus_fixture(server, [e for e, _ in pairs], [z for _, z in pairs])
+    api = server.url + "/opusapi/"
+    got = fetch_corpus("opus", "News-Commentary", tmp_path, api, "latest", progress=False)
+    assert got.path == tmp_path / "News-Commentary-v16.en-zh.txt.zip" and got.fetched
+    assert got.pairs == len(pairs)
+    query = server.requests[0][0]
+    assert "source=en" in query and "target=zh" in query and "corpus=News-Commentary" in query
+    assert server.requests[-1] == (zip_path, None)
+    again = fetch_corpus("opus", "News-Commentary", tmp_path, api, "latest", progress=False)
+    assert not again.fetched  # from the cache
+    config = replace(tiny_config(tmp_path).data, inputs=[str(got.path)])
+    stats = prepare(config).stats
+    assert stats["inputs"][0]["format"] == "moses" and stats["rows_read"] == len(pairs)
+    with pytest.raises(UserError, match="OPUS has no English–Chinese Moses files for 'Nope'"):
+        fetch_corpus("opus", "Nope", tmp_path, api, "latest", progress=False)
+
+
+def test_a_wmt_corpus_and_the_list_with_sizes(server, tmp_path):
+    rows = "".join(f"Sentence {i}.\t第{i}句。\n" for i in range(50)).encode()
+    path = "/news-commentary/v18.1/training/news-commentary-v18.en-zh.tsv.gz"
+    server.files[path] = gzip.compress(rows, mtime=0)
+    opus_fixture(server, ["Hi."], ["你好。"])
+    env = {"TRANSLATOR_OPUS_API": server.url + "/opusapi/", "TRANSLATOR_WMT_URL": server.url}
+    result = run_cli("download", "--list", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.split()[:4] == ["opus", "UNPC", "v1.0", "17,451,549"] for line in lines)
+    wmt = next(line for line in lines if line.startswith("wmt"))
+    assert wmt.split()[1] == "news-commentary-v18" and wmt.endswith("0.0 MB")
+    args = ["download", "--source", "wmt", "--corpus", "news-commentary-v18", "--out", "raw"]
+    result = run_cli(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    got = tmp_path / "raw/news-commentary-v18.en-zh.tsv.gz"
+    assert gzip.decompress(got.read_bytes()) == rows
+    assert detect_format(got) == "anki"  # a plain en<TAB>zh table
+    result = run_cli("download", "--source", "opus", cwd=tmp_path, env=env)
+    assert_one_line_error(result, "--source opus needs --corpus NAME")

@@ -16,28 +16,66 @@ from translator.cli.common import (
     setup_process,
     user_errors,
 )
+from translator.errors import UserError
 
 
 @app.command()
 @user_errors
 def download(
     source: Annotated[
-        str, typer.Option("--source", help="tatoeba (the weekly exports) or anki (manythings.org).")
+        str,
+        typer.Option(
+            "--source",
+            help="tatoeba (the weekly exports), anki (manythings.org), opus (any OPUS corpus, "
+            "with --corpus) or wmt (WMT training data, with --corpus).",
+        ),
     ] = "tatoeba",
+    corpus: Annotated[
+        str | None,
+        typer.Option("--corpus", help="opus/wmt: which corpus (see --list), e.g. News-Commentary."),
+    ] = None,
+    version: Annotated[
+        str, typer.Option("--version", help="opus: the corpus release, e.g. v16.")
+    ] = "latest",
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the OPUS and WMT corpora for en-zh, with sizes.")
+    ] = False,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")] = Path(
         "data/raw"
     ),
     base_url: Annotated[
         str | None,
         typer.Option(
-            "--base-url", help="A mirror of the source's files (or TRANSLATOR_DOWNLOAD_URL)."
+            "--base-url",
+            help="A mirror of the source's files (or TRANSLATOR_DOWNLOAD_URL); for opus, "
+            "another API endpoint (or TRANSLATOR_OPUS_API).",
         ),
     ] = None,
 ):
-    """Download English–Mandarin pairs (resumable, cached with checksums) into a file
+    """Download English–Chinese pairs (resumable, cached with checksums) into a file
     `translator prepare --input` reads."""
+    from translator.corpus import remote
     from translator.corpus.download import download as run_download
 
+    if list_:
+        listed = remote.opus_corpora(base_url if source == "opus" else None)
+        listed += remote.wmt_corpora(base_url if source == "wmt" else None)
+        typer.echo(f"{'source':6}  {'corpus':28} {'version':9} {'pairs':>12} {'download':>10}")
+        for e in sorted(listed, key=lambda e: (e.source, -(e.pairs or 0))):
+            pairs = f"{e.pairs:,}" if e.pairs is not None else "?"
+            size = f"{e.size / 1e6:,.1f} MB" if e.size is not None else "?"
+            typer.echo(f"{e.source:6}  {e.corpus:28} {e.version:9} {pairs:>12} {size:>10}")
+        return
+    if source in ("opus", "wmt"):
+        if not corpus:
+            raise UserError(
+                f"--source {source} needs --corpus NAME (see translator download --list)"
+            )
+        got = remote.fetch_corpus(source, corpus, out, base_url, version, progress=True)
+        pairs = f"{got.pairs:,} pairs in " if got.pairs is not None else ""
+        typer.echo(f"{pairs}{got.path} ({'downloaded' if got.fetched else 'from the cache'})")
+        typer.echo(f"next: translator prepare --input {got.path}")
+        return
     result = run_download(source, out, base_url)
     cache = "downloaded " + ", ".join(result.fetched) if result.fetched else "all from the cache"
     typer.echo(f"{result.pairs:,} pairs in {result.pairs_file} ({cache})")

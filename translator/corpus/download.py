@@ -50,7 +50,7 @@ class Downloaded:
 
 def download(source: str, out: Path, base_url: str | None = None, progress=True) -> Downloaded:
     if source not in SOURCES:
-        raise UserError(f"unknown source {source!r} (use {' or '.join(SOURCES)})")
+        raise UserError(f"unknown source {source!r} (use tatoeba, anki, opus or wmt)")
     base = (base_url or os.environ.get(BASE_URL_VARIABLE) or SOURCES[source]).rstrip("/")
     cache = out / "downloads"
     if source == "anki":
