@@ -11,6 +11,11 @@ For each size, a corpus is written with scripts/make_corpus.py (not timed), then
   end of its first optimiser update (the log line the trainer writes then), and the tree's
   peak resident memory up to that moment; the median of --repeats launches.
 
+With --compare-moses, the same pairs are also written as two line-aligned files
+(make_corpus.py --out-format moses) and both layouts are prepared in turn, --prepare-repeats
+times each, alternating, in the same run: the medians and their ratio go in a second
+table. --repeats 0 skips the training launches.
+
 The stage times `prepare` logs are kept in WORK/prepare-N.log. Linux only (reads /proc).
 """
 
@@ -82,12 +87,39 @@ def directory_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def make(size: int, out: Path, args: argparse.Namespace, *extra: str) -> None:
+    if not (out.with_name(out.name + ".en") if extra else out).exists():
+        command = [sys.executable, "scripts/make_corpus.py", str(size), str(out)]
+        command += ["--source", str(args.source), *extra]
+        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def compare_moses(size: int, corpus: Path, args: argparse.Namespace) -> dict:
+    """Median pairs/s of prepare on the TSV and on the same pairs as a Moses pair."""
+    moses = args.work / f"corpus-{size}"
+    make(size, moses, args, "--out-format", "moses")
+    inputs = {
+        "tsv": ["--input", str(corpus)],
+        "moses": ["--pair", f"{moses}.en", f"{moses}.zh"],
+    }
+    runs: dict[str, list[tuple[float, int]]] = {"tsv": [], "moses": []}
+    for i in range(args.prepare_repeats):
+        for name, given in inputs.items():
+            command = [sys.executable, "-m", "translator", "prepare", "-c", str(args.config)]
+            command += [*given, "--out", str(args.work / f"prepared-{size}-{name}")]
+            runs[name].append(watch(command, args.work / f"prepare-{size}-{name}-{i}.log"))
+    row: dict = {"pairs": size}
+    for name, measured in runs.items():
+        row[f"{name}_s"] = statistics.median(s for s, _ in measured)
+        row[f"{name}_mb"] = statistics.median(p for _, p in measured) / 2**20
+    return row
+
+
 def bench(size: int, args: argparse.Namespace) -> dict:
     corpus = args.work / f"corpus-{size}.tsv"
-    if not corpus.exists():
-        make = [sys.executable, "scripts/make_corpus.py", str(size), str(corpus)]
-        make += ["--source", str(args.source)]
-        subprocess.run(make, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    make(size, corpus, args)
+    if args.compare_moses and not args.repeats:  # the comparison alone
+        return {"moses": compare_moses(size, corpus, args)}
     prepared = args.work / f"prepared-{size}"
     translator = [sys.executable, "-m", "translator"]
     prepare = [*translator, "prepare", "-c", str(args.config), "--input", str(corpus)]
@@ -100,6 +132,11 @@ def bench(size: int, args: argparse.Namespace) -> dict:
         "prepare_peak_mb": peak / 2**20,
         "prepared_mb": directory_bytes(prepared) / 2**20,
     }
+    if args.compare_moses:
+        row["moses"] = compare_moses(size, corpus, args)
+    if not args.repeats:
+        row["first_update_s"] = row["train_peak_mb"] = float("nan")
+        return row
     train = [*translator, "train", "-c", str(args.config), "--overwrite"]
     train += ["--set", f"data.dir={prepared}", "--set", f"train.run_dir={args.work}/run-{size}"]
     starts = [
@@ -126,13 +163,32 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def moses_table(rows: list[dict]) -> str:
+    lines = [
+        "| pairs | TSV prepare | TSV pairs/s | TSV peak RSS | Moses prepare | Moses pairs/s "
+        "| Moses peak RSS | Moses ÷ TSV pairs/s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        n, tsv, pair = r["pairs"], r["tsv_s"], r["moses_s"]
+        lines.append(
+            f"| {n:,} | {tsv:.1f} s | {n / tsv:,.0f} | {r['tsv_mb']:,.0f} MB | {pair:.1f} s "
+            f"| {n / pair:,.0f} | {r['moses_mb']:,.0f} MB | {tsv / pair:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 5_000_000])
-    parser.add_argument("-c", "--config", type=Path, default=Path("configs/tatoeba-cpu.toml"))
+    parser.add_argument("-c", "--config", type=Path, default=ROOT / "configs/tatoeba-cpu.toml")
     parser.add_argument("--source", type=Path, default=TATOEBA, help="sentences to recombine")
     parser.add_argument("--work", type=Path, default=Path("/tmp/translator-bench-data"))
-    parser.add_argument("--repeats", type=int, default=3, help="train launches per size")
+    parser.add_argument("--repeats", type=int, default=3, help="train launches per size (0: none)")
+    parser.add_argument(
+        "--compare-moses", action="store_true", help="also prepare the pairs as .en + .zh"
+    )
+    parser.add_argument("--prepare-repeats", type=int, default=2, help="with --compare-moses")
     args = parser.parse_args()
     if not args.source.is_file():
         sys.exit(f"error: source corpus not found: {args.source} (pass --source)")
@@ -141,9 +197,15 @@ def main() -> None:
     rows = []
     for size in args.sizes:
         rows.append(bench(size, args))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        if "prepare_s" in rows[-1]:
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     print(f"\n{os.cpu_count()} CPU cores; config {args.config}\n")
-    print(table(rows))
+    if any("prepare_s" in r for r in rows):
+        print(table([r for r in rows if "prepare_s" in r]))
+    compared = [r["moses"] for r in rows if "moses" in r]
+    if compared:
+        print(f"\nthe same pairs as a Moses pair (median of {args.prepare_repeats} each):\n")
+        print(moses_table(compared))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import zhconv  # noqa: E402
 from zhconv.zhconv import getdict  # noqa: E402
 
-from translator.corpus.readers import ReadStats, read_pairs  # noqa: E402
+from translator.corpus.formats.readers import ReadStats, read_pairs  # noqa: E402
 from translator.data.normalization import normalize_en, to_simplified  # noqa: E402
 
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"

@@ -1,6 +1,7 @@
 """Write an N-pair corpus in the Tatoeba export layout, for scale tests and benchmarks.
 
     python scripts/make_corpus.py 5000000 /tmp/corpus-5m.tsv
+    python scripts/make_corpus.py 1000000 /tmp/corpus-1m --out-format moses  # .en + .zh
 
 Built from the sentences of a real corpus (default: the shared Tatoeba file): each row
 joins two of its pairs drawn at random, English with a space and Chinese directly, which
@@ -9,8 +10,11 @@ dedupe. On top of that, so that every path of `prepare` runs: a share of rows wi
 first Chinese sentence in traditional script (zhconv `zh-hant`), exact duplicates of the
 row before, and malformed rows of each kind the reader counts (wrong column count, an id
 that is not a number, a control character, bytes that are not UTF-8). The same seed
-writes the same bytes. Rows are made and written a chunk at a time with vectorised
-string operations, so memory stays flat whatever N; the last line says what was planted.
+writes the same bytes. With `--out-format moses` the same pairs go to two line-aligned
+files, OUT.en and OUT.zh (the malformed rows planted are then the two kinds a pair of text
+files can have: control characters and bytes that are not UTF-8). Rows are made and
+written a chunk at a time with vectorised string operations, so memory stays flat whatever
+N; the last line says what was planted.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import zhconv
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from translator.corpus.readers import ReadStats, read_pairs  # noqa: E402
+from translator.corpus.formats.readers import ReadStats, read_pairs  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 
 TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
@@ -49,7 +53,12 @@ def load_sentences(source: Path, fmt: str) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def chunk_rows(
-    start: int, size: int, sentences: tuple, rates: dict, rng: np.random.Generator
+    start: int,
+    size: int,
+    sentences: tuple,
+    rates: dict,
+    rng: np.random.Generator,
+    kinds: tuple = MALFORMED,
 ) -> tuple[np.ndarray, Counter]:
     """The text lines of rows start+1 … start+size, and what was planted in them."""
     en, zh, traditional = sentences
@@ -70,6 +79,7 @@ def chunk_rows(
     rows = rows.iloc[source_row].reset_index(drop=True)
     lines = np.array(rows.en_id + "\t" + rows.en + "\t" + rows.zh_id + "\t" + rows.zh, dtype=object)
     kind = np.where(rng.random(size) < rates["malformed"], rng.integers(0, 4, size), -1)
+    kind[~np.isin(kind, [MALFORMED.index(k) for k in kinds])] = -1  # the same draws either way
     for k, name in enumerate(MALFORMED):
         lines[kind == k] = broken(name, rows[kind == k], lines[kind == k])
     planted = Counter({name: int((kind == k).sum()) for k, name in enumerate(MALFORMED)})
@@ -93,17 +103,30 @@ def broken(kind: str, rows: pd.DataFrame, lines: np.ndarray) -> np.ndarray:
     return lines + ("\x07" if kind == "control characters" else UNDECODABLE)
 
 
-def make_corpus(n: int, out: Path, source: Path, fmt: str, seed: int, rates: dict) -> Counter:
+def make_corpus(
+    n: int, out: Path, source: Path, fmt: str, seed: int, rates: dict, moses: bool = False
+) -> Counter:
     sentences = load_sentences(source, fmt)
     planted: Counter = Counter()
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("wb") as f:
+    paths = [out.with_name(out.name + s) for s in (".en", ".zh")] if moses else [out]
+    kinds = MALFORMED[2:] if moses else MALFORMED
+    files = [path.open("wb") for path in paths]
+    try:
         for chunk, start in enumerate(range(0, n, CHUNK)):
             rng = np.random.default_rng([seed, chunk])
-            lines, counts = chunk_rows(start, min(CHUNK, n - start), sentences, rates, rng)
-            f.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+            lines, counts = chunk_rows(start, min(CHUNK, n - start), sentences, rates, rng, kinds)
+            columns = [lines]
+            if moses:  # every row has its four columns: English is the 2nd, Chinese the 4th
+                fields = pd.Series(lines, dtype=object).str.split("\t", expand=True)
+                columns = [fields[1].to_numpy(object), fields[3].to_numpy(object)]
+            for f, column in zip(files, columns, strict=True):
+                f.write(("\n".join(column) + "\n").encode("utf-8", "surrogateescape"))
             planted += counts
-            del lines
+            del lines, columns
+    finally:
+        for f in files:
+            f.close()
     return planted
 
 
@@ -113,6 +136,12 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--source", type=Path, default=TATOEBA, help="a corpus to draw from")
     parser.add_argument("--format", default="auto", help="the source's: auto, tatoeba, anki, jsonl")
+    parser.add_argument(
+        "--out-format",
+        choices=("tatoeba", "moses"),
+        default="tatoeba",
+        help="tatoeba: one TSV file; moses: OUT.en and OUT.zh, line-aligned",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--traditional", type=float, default=0.01, help="share of rows")
     parser.add_argument("--duplicates", type=float, default=0.02, help="share of rows")
@@ -124,12 +153,14 @@ def main() -> None:
         parser.error(f"no source corpus at {args.source} (give one with --source)")
     rates = {k: getattr(args, k) for k in ("traditional", "duplicates", "malformed")}
     try:
-        planted = make_corpus(args.n, args.out, args.source, args.format, args.seed, rates)
+        moses = args.out_format == "moses"
+        planted = make_corpus(args.n, args.out, args.source, args.format, args.seed, rates, moses)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     summary = ", ".join(f"{name} {count:,}" for name, count in sorted(planted.items()))
-    print(f"wrote {args.n:,} rows to {args.out}; planted: {summary}")
+    where = f"{args.out}.en and .zh" if args.out_format == "moses" else args.out
+    print(f"wrote {args.n:,} rows to {where}; planted: {summary}")
 
 
 if __name__ == "__main__":

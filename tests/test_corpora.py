@@ -177,3 +177,21 @@ def test_the_cli_takes_a_pair_and_an_exclude_file(tmp_path):
     short.write_text("一\n二\n")
     result = run_cli(*args[:6], pair["src"], str(short), cwd=tmp_path)
     assert_one_line_error(result, f"has {len(PAIRS)} lines but", "has 2")
+
+
+def test_a_weighted_epoch_is_what_train_runs_and_resume_draws_the_same(tmp_path, two_corpora):
+    from translator.training.loop import train
+
+    data, _ = two_corpora
+    inputs = [{"path": data.inputs[0], "weight": 0.5}, data.inputs[1] | {"weight": 2}]
+    config = tiny_config(
+        tmp_path, data={"dir": data.dir, "inputs": inputs}, train={"max_epochs": 2}
+    )
+    plan = load_training_data(config).train
+    epochs = [len(plan.epoch(e)) for e in range(2)]
+    result = train(config, progress=False)
+    assert result.state.step == sum(epochs)  # one update per batch, update_freq 1
+    assert (
+        plan.epoch(1).groups[0].tolist()
+        == load_training_data(config).train.epoch(1).groups[0].tolist()
+    )

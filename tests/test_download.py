@@ -15,7 +15,7 @@ from conftest import assert_one_line_error, run_cli
 
 from translator.corpus.download import download
 from translator.corpus.fetcher import fetch
-from translator.corpus.readers import detect_format
+from translator.corpus.formats.readers import detect_format
 from translator.errors import UserError
 
 ENGLISH = {1: "Hi.", 2: "Run!", 3: "I'm home.", 5: 'She said "no".'}

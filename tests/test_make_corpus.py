@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from conftest import generated_pairs, tiny_config, write_tatoeba
@@ -73,3 +74,24 @@ def test_a_source_without_usable_pairs_is_one_error_line(tmp_path):
         )
         assert result.returncode == 2
         assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
+
+
+def test_the_moses_layout_holds_the_same_pairs_and_prepare_counts_its_planted_rows(tmp_path):
+    source = write_tatoeba(tmp_path / "source.tsv", generated_pairs(576))
+    planted = make(source, tmp_path / "pair", 3000, *RATES, "--out-format", "moses")
+    assert set(planted) == {"control characters", "undecodable", "traditional", "duplicates"}
+    config = tiny_config(tmp_path).data
+    en, zh = tmp_path / "pair.en", tmp_path / "pair.zh"
+    moses = prepare(replace(config, inputs=[{"src": str(en), "tgt": str(zh)}])).stats
+    assert moses["rows_read"] == 3000
+    assert moses["malformed_by_kind"] == {
+        kind: planted[kind] for kind in ("control characters", "undecodable")
+    }
+    assert moses["traditional_converted"] == planted["traditional"]
+    tsv = tmp_path / "corpus.tsv"
+    make(source, tsv, 3000, *RATES)
+    rows = [line.split(b"\t") for line in tsv.read_bytes().splitlines()]
+    same = [i for i, r in enumerate(rows) if len(r) == 4 and r[0].isdigit()]
+    en_lines, zh_lines = en.read_bytes().splitlines(), zh.read_bytes().splitlines()
+    assert all(en_lines[i] == rows[i][1] for i in same)  # the same draws, row for row
+    assert sum(zh_lines[i] == rows[i][3] for i in same) >= len(same) - 100

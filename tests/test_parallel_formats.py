@@ -10,7 +10,7 @@ from xml.sax.saxutils import escape
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.corpus import moses, readers, tmx
+from translator.corpus.formats import moses, readers, tmx
 from translator.corpus.pipeline import prepare
 from translator.data.layout import split_file, stats_file
 from translator.errors import UserError

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from translator.corpus.readers import ReadStats, detect_format, read_pairs
+from translator.corpus.formats.readers import ReadStats, detect_format, read_pairs
 from translator.errors import UserError
 
 

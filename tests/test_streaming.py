@@ -21,10 +21,11 @@ import torch
 from conftest import tiny_config
 
 from translator.config import Config
-from translator.corpus import readers, split_writer
+from translator.corpus import split_writer
 from translator.corpus.cleaning import clean_chunk, first_occurrences
+from translator.corpus.formats import readers
+from translator.corpus.formats.readers import ReadStats, read_pairs
 from translator.corpus.pipeline import prepare
-from translator.corpus.readers import ReadStats, read_pairs
 from translator.corpus.split import split_pairs
 from translator.data import batching, dataset
 from translator.data.dataset import load_training_data
@@ -116,7 +117,7 @@ def test_no_step_holds_more_than_a_block_or_a_bucket(tmp_path, corpus, monkeypat
             largest["bucketed"] = max(largest["bucketed"], len(lines))
         return lines
 
-    monkeypatch.setattr("translator.corpus.sources.readers.parse_block", counting_parse)
+    monkeypatch.setattr("translator.corpus.formats.sources.readers.parse_block", counting_parse)
     monkeypatch.setattr(split_writer, "_read", counting_read)
     prepared(tmp_path, corpus, workers=1)
     lines_per_block = (8 << 10) // min(len(line) for line in corpus.read_bytes().splitlines())

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from translator.corpus.cleaning import normalize_pairs
-from translator.corpus.readers import blocks, check_input, decode_lines
+from translator.corpus.formats.readers import blocks, check_input, decode_lines
 from translator.corpus.split import sentence_keys
 
 

@@ -36,8 +36,8 @@ from translator.config import DataConfig
 from translator.corpora import parse_corpora
 from translator.corpus.cleaning import first_occurrences
 from translator.corpus.exclude import Excluded, excluded_keys, excluded_mask
+from translator.corpus.formats.sources import Source, resolve
 from translator.corpus.scan import Scan, scan
-from translator.corpus.sources import Source, resolve
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.data.ids import encode_splits, meta_file

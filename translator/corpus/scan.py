@@ -25,10 +25,10 @@ import numpy as np
 from tqdm import tqdm
 
 from translator.config import DataConfig
-from translator.corpus import readers, sources
 from translator.corpus.cleaning import clean_chunk
-from translator.corpus.read_stats import ReadStats
-from translator.corpus.sources import Source
+from translator.corpus.formats import readers, sources
+from translator.corpus.formats.read_stats import ReadStats
+from translator.corpus.formats.sources import Source
 from translator.runtime import worker_count
 
 

@@ -22,10 +22,10 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 
-from translator.corpus import readers
-from translator.corpus.compression import open_input, reading
-from translator.corpus.read_stats import ReadStats
-from translator.corpus.readers import Block, decode_lines
+from translator.corpus.formats import readers
+from translator.corpus.formats.compression import open_input, reading
+from translator.corpus.formats.read_stats import ReadStats
+from translator.corpus.formats.readers import Block, decode_lines
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 

@@ -23,8 +23,8 @@ from typing import BinaryIO
 
 import pandas as pd
 
-from translator.corpus.compression import open_input, reading
-from translator.corpus.read_stats import ReadStats
+from translator.corpus.formats.compression import open_input, reading
+from translator.corpus.formats.read_stats import ReadStats
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 

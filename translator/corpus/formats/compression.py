@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 from zipfile import BadZipFile
 
-from translator.corpus.archive import is_zip, open_member
+from translator.corpus.formats.archive import is_zip, open_member
 from translator.errors import UserError
 
 MAGIC = {

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from translator.corpus.compression import open_input, reading
-from translator.corpus.read_stats import Malformed, ReadStats
+from translator.corpus.formats import tmx
+from translator.corpus.formats.compression import open_input, reading
+from translator.corpus.formats.read_stats import Malformed, ReadStats
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 
@@ -130,6 +131,12 @@ def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]
     """Yield DataFrames with string columns `en` and `zh`, raw (not yet normalised), indexed
     by line number."""
     fmt = check_format(path, fmt)
+    if fmt == "tmx":
+        for units in tmx.unit_blocks(path):
+            pairs, block_stats = tmx.parse_unit_block(str(path), units)
+            stats.merge(block_stats)
+            yield pairs
+        return
     for block in blocks(path):
         pairs, block_stats = parse_block(path, fmt, block)
         stats.merge(block_stats)
