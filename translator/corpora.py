@@ -26,10 +26,6 @@ class Corpus:
     weight: float = 1.0
 
     @property
-    def is_pair(self) -> bool:
-        return len(self.paths) == 2
-
-    @property
     def name(self) -> str:
         """How stats.json and the summary name it: the file, or both files joined by " + "."""
         return " + ".join(self.paths)

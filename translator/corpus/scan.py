@@ -128,6 +128,9 @@ def scan(corpora: list[Source], config: DataConfig, work_dir: Path) -> Scan:
     return out
 
 
+_DROPPED = ("empty", "too_long", "bad_length_ratio")  # cleaning's reasons, counted per corpus
+
+
 def _summary(source: Source) -> dict:
     return {
         "name": source.name,
@@ -135,16 +138,17 @@ def _summary(source: Source) -> dict:
         "files": [str(f) for f in source.files],
         "format": source.format,
         "weight": source.weight,
+        **dict.fromkeys(("rows", "malformed", *_DROPPED), 0),
     }
 
 
 def _count(out: Scan, result: BlockResult) -> None:
     """Add a block's counts to the totals and to its corpus's summary."""
     summary = out.per_input[result.source.index]
-    for key, n in (("rows", result.read.rows), ("malformed", result.read.malformed)):
-        summary[key] = summary.get(key, 0) + n
-    for reason in ("empty", "too_long", "bad_length_ratio"):
-        summary[reason] = summary.get(reason, 0) + result.counts[reason]
+    summary["rows"] += result.read.rows
+    summary["malformed"] += result.read.malformed
+    for reason in _DROPPED:
+        summary[reason] += result.counts[reason]
     out.counts.update(result.counts)
     out.read.merge(result.read)
 

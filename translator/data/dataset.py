@@ -55,6 +55,8 @@ class Batches(Sequence[Batch]):
         src_lens, tgt_lens = self.lens
         self.rows = np.flatnonzero((src_lens <= max_len) & (tgt_lens < max_len))  # BOS on target
         self.dropped = len(src_lens) - len(self.rows)
+        if corpus is not None and len(corpus) != len(src_lens):
+            raise UserError("train.corpus.npy does not match the train split: prepare again")
         self.corpus = None if corpus is None else corpus[self.rows]
         self.weights, self.seed = list(weights), seed
         self._plan(self.rows)
@@ -121,8 +123,6 @@ def load_training_data(config: Config) -> TrainData:
         return Batches(src, tgt, config.model.max_positions, config.train.max_tokens, **weighting)
 
     corpus, weights = train_corpora(config, data_dir)
-    if corpus is not None and len(corpus) != len(open_ids(data_dir, "train", "en").lengths()):
-        raise UserError(f"{corpus_file(data_dir)} does not match the train split: prepare again")
     train = batches("train", corpus=corpus, weights=weights, seed=config.train.seed)
     if train.weighted:
         log.info("corpus weights %s: %d examples an epoch", weights, train.epoch(0).pairs)

@@ -32,12 +32,11 @@ import pandas as pd
 
 from translator.corpus.formats import tmx
 from translator.corpus.formats.compression import open_input, reading
-from translator.corpus.formats.read_stats import Malformed, ReadStats
+from translator.corpus.formats.read_stats import ReadStats
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 
 FORMATS = ("tatoeba", "anki", "jsonl", "tmx")
-__all__ = ["Malformed", "ReadStats"]  # re-exported for readers of the old name
 BLOCK_BYTES = 16 << 20  # read this much at a time, cut at the last newline
 HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 
@@ -47,19 +46,23 @@ _TABLES = {
     "anki": {"columns": 3, "min_columns": 2, "en": 0, "zh": 1, "ids": ()},
 }
 _MAGIC = {
-    b"PK\x03\x04": "a zip archive inside a zip archive: extract the outer one first",
+    b"PK\x03\x04": "a zip archive (only a corpus in data.inputs may be one)",
     b"\xff\xfe": "UTF-16 text: save it as UTF-8",
     b"\xfe\xff": "UTF-16 text: save it as UTF-8",
 }
 
 
-def check_input(path: Path, member: str | None = None) -> None:
-    """One error line unless the file (or the zip archive's `member`) is UTF-8 text with
-    something in it, or a TMX file."""
+def check_file(path: Path) -> None:
     if not path.exists():
         raise UserError(f"input file not found: {path}")
     if not path.is_file():
         raise UserError(f"input is not a file: {path}")
+
+
+def check_input(path: Path, member: str | None = None) -> None:
+    """One error line unless the file (or the zip archive's `member`) is UTF-8 text with
+    something in it, or a TMX file."""
+    check_file(path)
     with reading(path), open_input(path, member) as f:
         head = f.read(1 << 16)
         more = bool(f.read(1))

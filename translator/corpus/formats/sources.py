@@ -63,10 +63,7 @@ def resolve(index: int, corpus: Corpus, fmt: str) -> Source:
 
 def _files(path: Path) -> tuple[TextFile, ...]:
     """The file, or the corpus files inside it when it is a zip archive."""
-    if not path.exists():
-        raise UserError(f"input file not found: {path}")
-    if not path.is_file():
-        raise UserError(f"input is not a file: {path}")
+    readers.check_file(path)
     if is_zip(path):
         return tuple(TextFile(path, member) for member in corpus_members(path))
     return (TextFile(path),)
