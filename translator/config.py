@@ -40,6 +40,7 @@ class DataConfig:
     tgt_vocab_size: int = 8000
     byte_fallback: bool = True  # rare Chinese characters as UTF-8 bytes instead of <unk>
     tokenizer_sentences: int = 1_000_000  # SentencePiece trains on a random sample this large
+    tokenizers_from: str = ""  # a checkpoint or run dir: encode with its tokenizers, train none
     workers: int = 0  # processes for prepare (and threads for encoding); 0: every core
 
 
@@ -80,6 +81,7 @@ class TrainConfig:
     update_freq: int = 1  # batches per optimiser update (gradient accumulation)
     save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
     tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)
+    init_from: str = ""  # a checkpoint or run dir: start from its weights (fine-tuning)
 
 
 @dataclass
@@ -238,7 +240,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-PATH_KEYS = (("data", "dir"), ("train", "run_dir"), ("decode", "model_dir"))
+PATH_KEYS = (
+    ("data", "dir"),
+    ("data", "tokenizers_from"),
+    ("train", "run_dir"),
+    ("train", "init_from"),
+    ("decode", "model_dir"),
+)
 
 
 def find_config(path: Path) -> tuple[Path, Path | None]:

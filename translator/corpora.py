@@ -3,10 +3,13 @@
     "tatoeba.tsv"                                    one file (any format prepare reads)
     { path = "tatoeba.tsv", weight = 0.5 }           the same, weighted
     { src = "news.en", tgt = "news.zh", weight = 3 } two line-aligned files (Moses style)
+    { path = "general.tsv", weight = 0.3, train_only = true }
 
 A weight scales how often the corpus's training pairs are seen per epoch (3: three times;
 0.5: a fresh random half each epoch). It is applied when `train` plans its epochs; the
-prepared data holds each pair once.
+prepared data holds each pair once. A `train_only` corpus gives no pair to the valid and
+test splits, so they are drawn from the other corpora alone (the data a model is being
+fine-tuned for, with a share of its original data mixed into training only).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from typing import Any
 
 from translator.errors import UserError
 
-_KEYS = {"path", "src", "tgt", "weight"}
+_KEYS = {"path", "src", "tgt", "weight", "train_only"}
 
 
 @dataclass(frozen=True)
 class Corpus:
     paths: tuple[str, ...]  # one file, or the English and the Chinese file of a pair
     weight: float = 1.0
+    train_only: bool = False  # never in valid or test (nor anything linked to it)
 
     @property
     def name(self) -> str:
@@ -39,7 +43,7 @@ def parse_corpus(key: str, entry: Any) -> Corpus:
         raise UserError(f"config key '{key}' must be a file name or a table, got {entry!r}")
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
-        raise UserError(f"unknown key '{key}.{unknown[0]}' (known: path, src, tgt, weight)")
+        raise UserError(f"unknown key '{key}.{unknown[0]}' (known: {', '.join(sorted(_KEYS))})")
     files = {k: entry[k] for k in ("path", "src", "tgt") if k in entry}
     for name, value in files.items():
         if not isinstance(value, str) or not value:
@@ -47,10 +51,13 @@ def parse_corpus(key: str, entry: Any) -> Corpus:
     weight = entry.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
         raise UserError(f"config key '{key}.weight' must be a number above 0, got {weight!r}")
+    train_only = entry.get("train_only", False)
+    if not isinstance(train_only, bool):
+        raise UserError(f"config key '{key}.train_only' must be true or false, got {train_only!r}")
     if set(files) == {"path"}:
-        return Corpus((files["path"],), float(weight))
+        return Corpus((files["path"],), float(weight), train_only)
     if set(files) == {"src", "tgt"}:
-        return Corpus((files["src"], files["tgt"]), float(weight))
+        return Corpus((files["src"], files["tgt"]), float(weight), train_only)
     raise UserError(
         f"config key '{key}' needs either path = FILE or both src = FILE and tgt = FILE, "
         f"got {', '.join(sorted(files)) or 'neither'}"

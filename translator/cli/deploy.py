@@ -1,4 +1,4 @@
-"""Shipping a model: translator export and translator serve."""
+"""Shipping a model: translator release, export and serve."""
 
 from __future__ import annotations
 
@@ -25,6 +25,29 @@ from translator.cli.common import (
     user_errors,
 )
 from translator.errors import UserError
+
+
+@app.command()
+@user_errors
+def release(
+    source: Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The file to write, e.g. model.pt.")],
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype", help="How to store the weights: float32, float16 or bfloat16 (fp16, bf16)."
+        ),
+    ] = "float32",
+):
+    """Write a small checkpoint to ship: the weights, config and tokenizers only (no
+    optimiser state), for translate, eval, serve, export and the Python API."""
+    from translator.deploy.release import release as run_release
+
+    done = run_release(source, out, dtype)
+    typer.echo(
+        f"wrote {done.path}: {done.bytes / 1e6:.1f} MB, {done.dtype} weights "
+        f"({done.source} is {done.source_bytes / 1e6:.1f} MB)"
+    )
 
 
 @app.command()

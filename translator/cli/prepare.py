@@ -110,6 +110,15 @@ def prepare(
     format: Annotated[  # noqa: A002
         str | None, typer.Option("--format", help="auto, tatoeba, anki, jsonl or tmx.")
     ] = None,
+    tokenizers_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizers-from",
+            metavar="RUN_DIR|CHECKPOINT",
+            help="Encode with a trained model's tokenizers instead of training new ones, to "
+            "fine-tune that model on this corpus (data.tokenizers_from).",
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Output directory (data.dir).")] = None,
     workers: Annotated[
         int | None, typer.Option("--workers", help="Processes (data.workers; 0: every core).")
@@ -136,6 +145,7 @@ def prepare(
         "data.format": format,
         "data.dir": None if out is None else str(out),
         "data.workers": workers,
+        "data.tokenizers_from": None if tokenizers_from is None else str(tokenizers_from),
     }
     configured_dir = config_module.load(config, set_ or []).data.dir
     cfg = config_module.load(config, set_ or [], values)
@@ -165,6 +175,13 @@ def prepare(
     typer.echo(
         f"{s['pairs']:,} pairs in {s['groups']:,} groups sharing no sentence (largest "
         f"{s['largest_group']:,}) → {splits}"
+    )
+    cover = s["coverage"]
+    origin = f"from {cfg.data.tokenizers_from}" if cfg.data.tokenizers_from else "trained here"
+    typer.echo(
+        f"tokenizers {origin}: vocab {s['vocab_size']['en']:,} en / {s['vocab_size']['zh']:,} "
+        f"zh; <unk> or byte pieces: en {cover['en']['fallback']:.2%}, zh "
+        f"{cover['zh']['fallback']:.2%}"
     )
     typer.echo(f"wrote splits, spm.en.model, spm.zh.model, ids and stats.json to {result.dir}")
     stages = ", ".join(f"{name} {sec:.1f} s" for name, sec in result.seconds.items())

@@ -25,6 +25,15 @@ from translator.errors import UserError
 def train(
     config: ConfigOpt = DEFAULT_CONFIG,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from last.pt.")] = False,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--init-from",
+            metavar="RUN_DIR|CHECKPOINT",
+            help="Start a new run from this model's weights (fine-tuning; train.init_from); "
+            "the data must be prepared with its tokenizers (prepare --tokenizers-from).",
+        ),
+    ] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Start again, replacing an existing run.")
     ] = False,
@@ -44,7 +53,13 @@ def train(
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
+    if resume and init_from:
+        raise UserError(
+            "--resume and --init-from contradict each other: --resume continues this run "
+            "from its last.pt, --init-from starts a new one from another model's weights"
+        )
     values = {
+        "train.init_from": None if init_from is None else str(init_from),
         "train.device": device,
         "train.max_minutes": max_minutes,
         "train.tensorboard": tensorboard,

@@ -5,8 +5,8 @@ into `data.dir`.
     corpora (sources.py) → read in blocks → normalise, filter, key (worker processes; scan.py)
       → drop pairs sharing a sentence with data.exclude (exclude.py)
       → drop exact duplicates and split by connected groups, on 64-bit keys (split.py)
-      → write the splits in the split's order (split_writer.py) → train tokenizers on a sample
-      → encode the splits (data/ids.py) → stats.json
+      → write the splits in the split's order (split_writer.py) → train tokenizers on a sample,
+        or take a trained model's (vocabulary.py) → encode the splits (data/ids.py) → stats.json
 
 Several corpora are read one after another into one pool of pairs: a pair found in two
 corpora is kept once (from the first), and the split groups sentences across corpora, so
@@ -40,9 +40,9 @@ from translator.corpus.formats.sources import Source, resolve
 from translator.corpus.scan import Scan, scan
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
+from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
 from translator.data.ids import encode_splits, meta_file
-from translator.data.layout import SPLITS, corpus_file, split_file, stats_file
-from translator.data.tokenizer import Sample, train_tokenizer
+from translator.data.layout import SPLITS, corpus_file, stats_file
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -69,6 +69,11 @@ def prepare(config: DataConfig) -> Prepared:
     corpora = parse_corpora(config.inputs)
     if not corpora:
         raise UserError("no input files: pass --input or --pair, or set data.inputs in the config")
+    if all(c.train_only for c in corpora) and config.valid_size + config.test_size:
+        raise UserError(
+            "every corpus in data.inputs is train_only: the valid and test splits need one "
+            "that is not"
+        )
     sources = [resolve(i, corpus, config.format) for i, corpus in enumerate(corpora)]
     excluded = excluded_keys(config.exclude)
     out = Path(config.dir)
@@ -106,12 +111,14 @@ def _prepare(
             f"({read.rows} rows read, {read.malformed} malformed, {int(dropped.sum())} excluded)"
         )
     with _stage(seconds, "split"):
+        train_only = [i for i, c in enumerate(parse_corpora(config.inputs)) if c.train_only]
         plan = plan_split(
             scanned.en_key[keep],
             scanned.zh_key[keep],
             config.valid_size,
             config.test_size,
             config.seed,
+            np.isin(scanned.corpus[keep], train_only),
         )
     with _stage(seconds, "write"):
         write_splits(scanned.block_files, keep, plan, out, work)
@@ -119,14 +126,16 @@ def _prepare(
         train_corpus = scanned.corpus[keep][ordered][plan.split[ordered] == 0]
         np.save(corpus_file(out), train_corpus)
     with _stage(seconds, "tokenizers"):
-        vocab = _train_tokenizers(config, out, workers)
+        vocab = make_tokenizers(config, out, workers)
     with _stage(seconds, "encode"):
-        tokens = encode_splits(out, workers)
+        encoded = encode_splits(out, workers)
     stats = _stats(config, scanned, keep, dropped, plan) | {
         "exclude": {"files": config.exclude, "sentences": excluded.sentences},
+        "tokenizers_from": config.tokenizers_from,
         "vocab_size": vocab,
-        "byte_fallback": config.byte_fallback,
-        "tokens": tokens,
+        "byte_fallback": has_byte_fallback(out),
+        "tokens": encoded.tokens,
+        "coverage": coverage(encoded, config.tokenizers_from),
     }
     return stats, scanned.workers
 
@@ -136,29 +145,6 @@ def _stage(seconds: dict[str, float], name: str) -> Iterator[None]:
     start = time.perf_counter()
     yield
     seconds[name] = time.perf_counter() - start
-
-
-def _train_tokenizers(config: DataConfig, out: Path, workers: int) -> dict[str, int]:
-    sample = Sample(config.tokenizer_sentences, config.seed, workers)
-    return {
-        "en": train_tokenizer(
-            split_file(out, "train", "en"),
-            out / "spm.en",
-            config.src_vocab_size,
-            1.0,
-            "data.src_vocab_size",
-            sample=sample,
-        ),
-        "zh": train_tokenizer(
-            split_file(out, "train", "zh"),
-            out / "spm.zh",
-            config.tgt_vocab_size,
-            0.9995,
-            "data.tgt_vocab_size",
-            byte_fallback=config.byte_fallback,
-            sample=sample,
-        ),
-    }
 
 
 def _first_of_kept(pair_key: np.ndarray, candidate: np.ndarray) -> np.ndarray:

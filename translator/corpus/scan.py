@@ -138,6 +138,7 @@ def _summary(source: Source) -> dict:
         "files": [str(f) for f in source.files],
         "format": source.format,
         "weight": source.weight,
+        "train_only": source.train_only,
         **dict.fromkeys(("rows", "malformed", *_DROPPED), 0),
     }
 

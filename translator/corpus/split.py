@@ -116,13 +116,18 @@ def split_pairs(en: pd.Series, zh: pd.Series, valid_size: int, test_size: int, s
 
 
 def plan_split(
-    en_keys: np.ndarray, zh_keys: np.ndarray, valid_size: int, test_size: int, seed: int
+    en_keys: np.ndarray,
+    zh_keys: np.ndarray,
+    valid_size: int,
+    test_size: int,
+    seed: int,
+    train_only: np.ndarray | None = None,
 ) -> SplitPlan:
     """Assign each pair to train/valid/test by whole groups (see the module docstring), from
     the sentence keys of its two sides. Groups are taken in seeded order: test until it holds
-    at least `test_size` pairs, then valid likewise; the rest is train. The order is group by
-    group in that order (rows of a group together, in input order), so the files come out
-    shuffled."""
+    at least `test_size` pairs, then valid likewise; the rest is train. A group holding a
+    `train_only` pair (bool per pair) stays in train. The order is group by group in that
+    order (rows of a group together, in input order), so the files come out shuffled."""
     if valid_size + test_size >= len(en_keys):
         raise UserError(
             f"only {len(en_keys)} usable pairs: data.valid_size ({valid_size}) + "
@@ -137,9 +142,12 @@ def plan_split(
     order = np.argsort(_mix(content, seed), kind="stable")
 
     names = np.zeros(len(groups), dtype=np.int8)  # train
+    held_out_ok = np.ones(len(groups), dtype=bool)
+    if train_only is not None:
+        held_out_ok[group_of[train_only]] = False
     caps = {"test": held_out_cap(test_size), "valid": held_out_cap(valid_size)}
     for name, size in (("test", test_size), ("valid", valid_size)):
-        candidate = (sizes[order] <= caps[name]) & (names[order] == 0)
+        candidate = (sizes[order] <= caps[name]) & (names[order] == 0) & held_out_ok[order]
         counted = np.where(candidate, sizes[order], 0)
         chosen = candidate & (np.cumsum(counted) - counted < size)
         names[order[chosen]] = SPLIT_NAMES.index(name)

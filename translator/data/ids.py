@@ -92,30 +92,67 @@ def up_to_date(data_dir: Path | str) -> bool:
     return present and meta.get("tokenizers") == tokenizer_digests(data_dir)
 
 
-def encode_splits(data_dir: Path | str, threads: int) -> dict[str, dict[str, int]]:
-    """Encode every split with the tokenizers in `data_dir`; returns tokens per split and
-    language. ids.json is written last, so an interrupted run is encoded again next time."""
+@dataclass
+class Encoded:
+    """What encoding the splits counted, per split and language: every piece, and the
+    pieces that are `<unk>` or UTF-8 bytes (byte fallback), i.e. text the tokenizer has no
+    piece for."""
+
+    tokens: dict[str, dict[str, int]]
+    unknown: dict[str, dict[str, int]]
+    bytes: dict[str, dict[str, int]]
+
+    def coverage(self, lang: str) -> dict[str, float | int]:
+        """All splits together: pieces, <unk> and byte pieces, and their share."""
+        pieces = sum(self.tokens[s][lang] for s in SPLITS)
+        unknown = sum(self.unknown[s][lang] for s in SPLITS)
+        fallback = sum(self.bytes[s][lang] for s in SPLITS)
+        share = (unknown + fallback) / pieces if pieces else 0.0
+        return {"pieces": pieces, "unknown": unknown, "bytes": fallback, "fallback": share}
+
+
+def encode_splits(data_dir: Path | str, threads: int) -> Encoded:
+    """Encode every split with the tokenizers in `data_dir`. ids.json is written last, so
+    an interrupted run is encoded again next time."""
     meta_file(data_dir).unlink(missing_ok=True)
-    tokens: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
+    counts = Encoded(*({s: {} for s in SPLITS} for _ in range(3)))  # type: ignore[arg-type]
     dtypes = {}
     for lang in LANGS:
         tokenizer = load_tokenizer(tokenizer_file(data_dir, lang))
         dtypes[lang] = ids_dtype(tokenizer.get_piece_size())
+        kinds = piece_kinds(tokenizer)
         for split in SPLITS:
-            tokens[split][lang] = _encode_file(
-                tokenizer, dtypes[lang], threads, data_dir, split, lang
-            )
+            found = _encode_file(tokenizer, kinds, dtypes[lang], threads, data_dir, split, lang)
+            counts.tokens[split][lang] = int(found.sum())
+            counts.unknown[split][lang] = int(found[UNKNOWN])
+            counts.bytes[split][lang] = int(found[BYTE])
     meta = {
         "dtype": {lang: dtypes[lang].name for lang in LANGS},
         "tokenizers": tokenizer_digests(data_dir),
-        "tokens": tokens,
+        "tokens": counts.tokens,
     }
     meta_file(data_dir).write_text(json.dumps(meta, indent=2) + "\n")
-    return tokens
+    return counts
 
 
-def _encode_file(tokenizer, dtype: np.dtype, threads: int, data_dir, split: str, lang: str) -> int:
+PIECE, UNKNOWN, BYTE = 0, 1, 2  # piece_kinds' values
+
+
+def piece_kinds(tokenizer) -> np.ndarray:
+    """One value per id: UNKNOWN for <unk>, BYTE for a byte-fallback piece, else PIECE."""
+    size = tokenizer.get_piece_size()
+    kinds = np.full(size, PIECE, dtype=np.int8)
+    kinds[[i for i in range(size) if tokenizer.is_byte(i)]] = BYTE
+    kinds[[i for i in range(size) if tokenizer.is_unknown(i)]] = UNKNOWN
+    return kinds
+
+
+def _encode_file(
+    tokenizer, kinds: np.ndarray, dtype: np.dtype, threads: int, data_dir, split: str, lang: str
+) -> np.ndarray:
+    """Write the split's ids; returns how many pieces of each kind (piece_kinds) it has."""
     lengths = [np.zeros(1, dtype=np.int64)]
+    found = np.zeros(3, dtype=np.int64)
     target = ids_file(data_dir, split, lang)
     partial = target.with_name(target.name + ".partial")
     with partial.open("wb") as out:
@@ -124,11 +161,12 @@ def _encode_file(tokenizer, dtype: np.dtype, threads: int, data_dir, split: str,
             sizes = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(sizes.sum()))
             out.write(flat.tobytes())
+            found += np.bincount(kinds[flat], minlength=3)
             lengths.append(sizes)
     offsets = np.cumsum(np.concatenate(lengths))
     np.save(offsets_file(data_dir, split, lang), offsets)
     os.replace(partial, target)
-    return int(offsets[-1])
+    return found
 
 
 def _chunks(path: Path) -> Iterator[list[str]]:

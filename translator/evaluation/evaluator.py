@@ -45,6 +45,11 @@ def evaluate_files(
                 "or pass --src and --ref"
             )
         sources, references = read_references(config.data.dir, split)
+        if not sources:
+            raise UserError(
+                f"the {split} split in {config.data.dir} is empty (data.{split}_size = 0?): "
+                "pass --src and --ref"
+            )
     else:
         sources, references = read_eval_set(src, refs)
     hypotheses = open_translator(config, checkpoint).translate(sources)

@@ -41,6 +41,7 @@ def describe(path: str | Path) -> list[str]:
     parameters = parameter_count(state, m.tie_embeddings)
     lines = [
         f"checkpoint: {ckpt}" + (" (averaged)" if "averaged_from" in payload else ""),
+        *origin_lines(payload, config),
         f"model: {parameters:,} parameters; {m.encoder_layers}+{m.decoder_layers} layers,"
         f" d_model {m.d_model}, {m.heads} heads, ff {m.ff_dim}, {m.norm}-norm, "
         f"{'tied' if m.tie_embeddings else 'separate'} output embedding, dropout {m.dropout}, "
@@ -50,6 +51,17 @@ def describe(path: str | Path) -> list[str]:
     ]
     lines += data_lines(Path(config.data.dir))
     lines += training_lines(payload.get("train_state"), config)
+    return lines
+
+
+def origin_lines(payload: dict[str, Any], config) -> list[str]:
+    """Where the weights came from: a release's source and dtype, a fine-tuned run's start."""
+    lines = []
+    if "release" in payload:
+        release = payload["release"]
+        lines.append(f"release of {release['from']}: {release['dtype']} weights, no training state")
+    if config.train.init_from:
+        lines.append(f"initialised from: {config.train.init_from} (fine-tuned)")
     return lines
 
 

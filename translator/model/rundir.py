@@ -85,3 +85,17 @@ class RunDir:
             return []
         header, *rows = self.metrics.read_text(encoding="utf-8").splitlines()
         return [dict(zip(header.split("\t"), row.split("\t"), strict=True)) for row in rows]
+
+
+def checkpoint_in(path: str | Path) -> Path:
+    """A checkpoint given as itself, or a run directory's best.pt (the one translate, eval
+    and export use); one clear line if there is none."""
+    path = Path(path)
+    if path.is_dir():
+        best = RunDir(path).best
+        if not best.is_file():
+            raise UserError(f"{path} is a directory without {best.relative_to(path)}: train first")
+        return best
+    if not path.is_file():
+        raise UserError(f"no checkpoint or run directory at {path}")
+    return path

@@ -22,6 +22,7 @@ from pathlib import Path
 from translator.config import Config
 from translator.model.flops import count_parameters
 from translator.training import distributed, epoch_end
+from translator.training.resume import initial_weights, resolved
 from translator.training.state import TrainState
 from translator.training.tensorboard import Board
 from translator.training.trainer import Trainer
@@ -50,7 +51,11 @@ def train(
     config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
 ) -> TrainResult:
     """A new run in `train.run_dir` (or the one there continued, `resume`), trained until
-    it stops."""
+    it stops; a new run with `train.init_from` starts from that model's weights."""
+    weights = None
+    if config.train.init_from and not resume:  # checked before anything is loaded or written
+        config = resolved(config)
+        weights = initial_weights(config)
     trainer = Trainer(config, progress)
     try:
         trainer.run_dir.check(resume, overwrite)
@@ -59,6 +64,12 @@ def train(
         distributed.from_main(None, trainer.ranks)  # the others wait for the directory
         if resume:
             trainer.restore()
+        elif weights is not None:
+            trainer.model.load_state_dict(weights)
+            log.info(
+                "weights from %s; optimiser, schedule and counters start fresh",
+                config.train.init_from,
+            )
         return run(trainer)
     finally:
         distributed.finish(trainer.ranks)

@@ -38,6 +38,7 @@ class Source:
     format: str  # tatoeba | anki | jsonl | tmx | moses
     files: tuple[TextFile, ...]  # one, or the English and the Chinese file
     weight: float
+    train_only: bool = False
 
     @property
     def size(self) -> int:
@@ -53,12 +54,14 @@ def resolve(index: int, corpus: Corpus, fmt: str) -> Source:
     if len(flat) == 2:
         for f in flat:
             readers.check_input(f.path, f.member)
-        return Source(index, corpus.paths, corpus.name, "moses", flat, corpus.weight)
+        return Source(
+            index, corpus.paths, corpus.name, "moses", flat, corpus.weight, corpus.train_only
+        )
     if len(flat) > 2:
         raise UserError(f"{corpus.name}: a pair of files each holding a pair is not a corpus")
     (only,) = flat
     found = readers.check_format(only.path, fmt, only.member)
-    return Source(index, corpus.paths, str(only), found, flat, corpus.weight)
+    return Source(index, corpus.paths, str(only), found, flat, corpus.weight, corpus.train_only)
 
 
 def _files(path: Path) -> tuple[TextFile, ...]:

@@ -1,0 +1,97 @@
+"""The tokenizers of a prepared directory: SentencePiece models trained on its train split,
+or, with `data.tokenizers_from`, the models a trained checkpoint carries, so that a model
+can be fine-tuned on the new data (a vocabulary rebuilt from the new text would no longer
+fit its embeddings).
+
+How well borrowed tokenizers fit the new text is measured while the splits are encoded
+(data/ids.py): the share of pieces that are `<unk>` or byte-fallback bytes, per language.
+Above `POOR_COVERAGE` a warning says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from translator.config import DataConfig
+from translator.data.ids import Encoded
+from translator.data.layout import LANGS, split_file, tokenizer_file
+from translator.data.tokenizer import Sample, load_tokenizer, train_tokenizer
+from translator.errors import UserError
+
+log = logging.getLogger(__name__)
+
+POOR_COVERAGE = 0.01  # warn when more than 1 % of a side's pieces are <unk> or bytes
+SIDES = {"en": "src", "zh": "tgt"}  # how a checkpoint names each language's tokenizer
+NAMES = {"en": "English", "zh": "Chinese"}
+
+
+def make_tokenizers(config: DataConfig, out: Path, workers: int) -> dict[str, int]:
+    """spm.{en,zh}.model in `out`, trained or taken from `config.tokenizers_from`; returns
+    the vocabulary size of each."""
+    if config.tokenizers_from:
+        return copy_tokenizers(config.tokenizers_from, out)
+    sample = Sample(config.tokenizer_sentences, config.seed, workers)
+    return {
+        "en": train_tokenizer(
+            split_file(out, "train", "en"),
+            out / "spm.en",
+            config.src_vocab_size,
+            1.0,
+            "data.src_vocab_size",
+            sample=sample,
+        ),
+        "zh": train_tokenizer(
+            split_file(out, "train", "zh"),
+            out / "spm.zh",
+            config.tgt_vocab_size,
+            0.9995,
+            "data.tgt_vocab_size",
+            byte_fallback=config.byte_fallback,
+            sample=sample,
+        ),
+    }
+
+
+def copy_tokenizers(source: str | Path, out: Path) -> dict[str, int]:
+    """Write the SentencePiece models carried by the checkpoint `source` (or a run
+    directory's best.pt) into `out`, byte for byte."""
+    from translator.model.checkpoint import load  # torch: only when borrowing
+    from translator.model.rundir import checkpoint_in
+
+    path = checkpoint_in(source)
+    models = load(path).get("tokenizer_models")
+    if not isinstance(models, dict) or set(models) != set(SIDES.values()):
+        raise UserError(f"{path} carries no tokenizers (data.tokenizers_from)")
+    sizes = {}
+    for lang in LANGS:
+        tokenizer_file(out, lang).write_bytes(models[SIDES[lang]])
+        sizes[lang] = load_tokenizer(models[SIDES[lang]]).get_piece_size()
+    return sizes
+
+
+def has_byte_fallback(out: Path) -> bool:
+    """Whether the Chinese tokenizer in `out` writes rare characters as bytes."""
+    tokenizer = load_tokenizer(tokenizer_file(out, "zh"))
+    return any(tokenizer.is_byte(i) for i in range(tokenizer.get_piece_size()))
+
+
+def coverage(encoded: Encoded, source: str) -> dict[str, dict]:
+    """Per language: pieces, <unk> and byte pieces and their share (`fallback`); warns when
+    borrowed tokenizers (`source`, "" for trained ones) cover the new text poorly."""
+    found = {lang: encoded.coverage(lang) for lang in LANGS}
+    poor = [lang for lang in LANGS if found[lang]["fallback"] > POOR_COVERAGE]
+    if source and poor:
+        shares = " and ".join(
+            f"{found[lang]['fallback']:.1%} of the {NAMES[lang]} pieces" for lang in poor
+        )
+        log.warning(
+            "warning: the tokenizers of %s cover this text poorly: %s are <unk> or single "
+            "bytes (over %.0f%%). The model will see these as unknown or "
+            "byte by byte; fine-tuning still works, but a model trained with a vocabulary "
+            "from text like this would read it better",
+            source,
+            shares,
+            POOR_COVERAGE * 100,
+        )
+    return found
