@@ -202,3 +202,16 @@ def test_a_train_only_corpus_is_mixed_in_but_never_held_out(trained, tmp_path):
         prepare(replace(data, inputs=[old | {"train_only": True}]))
     with pytest.raises(UserError, match="train_only' must be true or false"):
         prepare(replace(data, inputs=[old | {"train_only": "yes"}]))
+
+
+def test_a_stopped_fine_tuning_run_resumes_with_init_from_left_in_its_config(trained, tmp_path):
+    config = finetune_config(trained, tmp_path, max_epochs=1)
+    prepare(config.data)
+    train(config, progress=False)
+    tuned = checkpoint.load(tmp_path / "run/checkpoints/last.pt")["model"]
+    longer = replace(config, train=replace(config.train, max_epochs=2))
+    result = train(longer, resume=True, progress=False)  # last.pt's weights, not the start's
+    assert result.state.epoch == 2 and [row["epoch"] for row in result.history] == [2]
+    again = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
+    assert len(again["train_state"]["history"]) == 2
+    assert not torch.equal(again["model"]["encoder_norm.weight"], tuned["encoder_norm.weight"])
