@@ -115,7 +115,7 @@ def encode_splits(data_dir: Path | str, threads: int) -> Encoded:
     """Encode every split with the tokenizers in `data_dir`. ids.json is written last, so
     an interrupted run is encoded again next time."""
     meta_file(data_dir).unlink(missing_ok=True)
-    counts = Encoded(*({s: {} for s in SPLITS} for _ in range(3)))  # type: ignore[arg-type]
+    counts = Encoded({s: {} for s in SPLITS}, {s: {} for s in SPLITS}, {s: {} for s in SPLITS})
     dtypes = {}
     for lang in LANGS:
         tokenizer = load_tokenizer(tokenizer_file(data_dir, lang))
