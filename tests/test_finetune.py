@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import (
@@ -181,8 +182,6 @@ def test_train_only_pairs_and_their_groups_stay_in_train():
     zh[300:] = zh[:100]  # each train-only pair shares its Chinese with one other pair
     train_only = np.zeros(len(pairs), dtype=bool)
     train_only[300:] = True
-    import pandas as pd
-
     keys = sentence_keys(pd.Series(en)), sentence_keys(pd.Series(zh))
     plan = plan_split(*keys, 40, 40, seed=3, train_only=train_only)
     assert (plan.split[300:] == 0).all() and (plan.split[:100] == 0).all()

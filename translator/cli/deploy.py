@@ -64,9 +64,9 @@ def export(
     """Write a CTranslate2 model directory (with both tokenizers and the decoding defaults)
     for `translate`/`eval --engine ctranslate2 --model DIR`."""
     from translator.deploy.export import export as run_export
-    from translator.model.rundir import RunDir
+    from translator.model.rundir import checkpoint_in
 
-    checkpoint = RunDir(source).best if source.is_dir() else source
+    checkpoint = checkpoint_in(source)
     setup_process()
     path = run_export(checkpoint, out, quantization, force)
     typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")

@@ -111,7 +111,7 @@ def _prepare(
             f"({read.rows} rows read, {read.malformed} malformed, {int(dropped.sum())} excluded)"
         )
     with _stage(seconds, "split"):
-        train_only = [i for i, c in enumerate(parse_corpora(config.inputs)) if c.train_only]
+        train_only = [s.index for s in sources if s.train_only]
         plan = plan_split(
             scanned.en_key[keep],
             scanned.zh_key[keep],

@@ -14,15 +14,14 @@ import logging
 from pathlib import Path
 
 from translator.config import DataConfig
-from translator.data.ids import Encoded
-from translator.data.layout import LANGS, split_file, tokenizer_file
+from translator.data.ids import BYTE, Encoded, piece_kinds
+from translator.data.layout import LANGS, SIDES, split_file, tokenizer_file
 from translator.data.tokenizer import Sample, load_tokenizer, train_tokenizer
 from translator.errors import UserError
 
 log = logging.getLogger(__name__)
 
 POOR_COVERAGE = 0.01  # warn when more than 1 % of a side's pieces are <unk> or bytes
-SIDES = {"en": "src", "zh": "tgt"}  # how a checkpoint names each language's tokenizer
 NAMES = {"en": "English", "zh": "Chinese"}
 
 
@@ -72,8 +71,7 @@ def copy_tokenizers(source: str | Path, out: Path) -> dict[str, int]:
 
 def has_byte_fallback(out: Path) -> bool:
     """Whether the Chinese tokenizer in `out` writes rare characters as bytes."""
-    tokenizer = load_tokenizer(tokenizer_file(out, "zh"))
-    return any(tokenizer.is_byte(i) for i in range(tokenizer.get_piece_size()))
+    return bool((piece_kinds(load_tokenizer(tokenizer_file(out, "zh"))) == BYTE).any())
 
 
 def coverage(encoded: Encoded, source: str) -> dict[str, dict]:

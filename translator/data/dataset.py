@@ -23,6 +23,7 @@ from translator.corpora import parse_corpora
 from translator.data.batching import Batch, collate_padded, plan_batches, weighted_rows
 from translator.data.ids import Ids, encode_splits, open_ids, up_to_date
 from translator.data.layout import (
+    SIDES,
     corpus_file,
     group_references,
     read_split,
@@ -108,7 +109,7 @@ class TrainData:
 
 def load_training_data(config: Config) -> TrainData:
     data_dir = Path(config.data.dir)
-    paths = {"src": tokenizer_file(data_dir, "en"), "tgt": tokenizer_file(data_dir, "zh")}
+    paths = {side: tokenizer_file(data_dir, lang) for lang, side in SIDES.items()}
     for path in paths.values():
         if not path.is_file():
             raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")

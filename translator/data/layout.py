@@ -18,6 +18,7 @@ from translator.errors import UserError
 
 SPLITS = ("train", "valid", "test")
 LANGS = ("en", "zh")
+SIDES = {"en": "src", "zh": "tgt"}  # how a checkpoint names each language's tokenizer
 
 
 def split_file(data_dir: Path | str, split: str, lang: str) -> Path:

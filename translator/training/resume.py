@@ -30,6 +30,7 @@ import torch
 from translator.config import Config, from_dict
 from translator.data.dataset import TrainData
 from translator.data.ids import meta_file
+from translator.data.layout import SIDES
 from translator.errors import UserError
 from translator.model import checkpoint
 from translator.model.rundir import checkpoint_in
@@ -101,7 +102,6 @@ ARCHITECTURE = (
     "norm",
     "tie_embeddings",
 )
-SIDES = {"en": "src", "zh": "tgt"}
 
 
 def resolved(config: Config) -> Config:
