@@ -107,6 +107,14 @@ def gather(value: Any, ranks: Ranks) -> list[Any]:
     return values
 
 
+def wait_for_all(ranks: Ranks) -> None:
+    """Return when every rank has got here: at the end of a run, so that no rank tears its
+    process group down while rank 0 still writes (a rank exiting early has aborted in
+    gloo's teardown)."""
+    if ranks.active:
+        dist.barrier(group=ranks.control)
+
+
 def finish(ranks: Ranks) -> None:
     if ranks.active and dist.is_initialized():
         dist.destroy_process_group()

@@ -70,7 +70,9 @@ def train(
                 "weights from %s; optimiser, schedule and counters start fresh",
                 config.train.init_from,
             )
-        return run(trainer)
+        result = run(trainer)
+        distributed.wait_for_all(trainer.ranks)
+        return result
     finally:
         distributed.finish(trainer.ranks)
 
