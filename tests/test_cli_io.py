@@ -68,12 +68,15 @@ def test_translate_odd_input_without_crashing(project):
         " ".join(["Tom will buy the book and the car."] * 60),  # longer than 256 tokens
         "Tom can see the cat.",
     ]
-    result = run_cli("translate", *odd, cwd=project)
-    assert result.returncode == 0, result.stderr
-    out = result.stdout.split("\n")[:-1]
-    assert len(out) == len(odd)
-    assert out[0] == "" and out[1] == ""  # blank in, blank out; the rest are translated
-    assert "input 7 has" in result.stderr and "only the first 256 are translated" in result.stderr
+    for split in ("--split", "--no-split"):
+        result = run_cli("translate", split, *odd, cwd=project)
+        assert result.returncode == 0, result.stderr
+        out = result.stdout.split("\n")[:-1]
+        assert len(out) == len(odd)
+        assert out[0] == "" and out[1] == ""  # blank in, blank out
+        # the long line is 60 sentences; translated whole, it is cut into pieces
+        cut = "1 line longer than the model's 256 tokens: cut at clause boundaries"
+        assert (cut in result.stderr) == (split == "--no-split"), result.stderr
     assert "Traceback" not in result.stderr
     assert " ⁇ " not in result.stdout and "\ufffd" not in result.stdout
 

@@ -74,7 +74,7 @@ def test_beam_one_is_exactly_greedy(trained):
         max_lens = torch.tensor([2 + i % 5 for i in range(len(src))])
         for alpha in (0.0, 0.6, 2.0):
             beam = beam_search(translator.model, src, padding_mask(src), max_lens, 1, alpha)
-            assert beam == greedy(translator.model, src, padding_mask(src), max_lens)
+            assert best(beam) == greedy(translator.model, src, padding_mask(src), max_lens)
     assert greedy_out == translator.search(sources)
 
 
@@ -88,6 +88,11 @@ def test_beam_search_through_the_translator_gives_clean_ids(trained):
         translator.decode.beam = 1
     assert len(beam_out) == len(greedy_out)
     assert all(EOS not in out and BOS not in out for out in beam_out)
+
+
+def best(found):
+    """Each sentence's best ids, from beam search's (ids, score) lists."""
+    return [hypotheses[0][0] for hypotheses in found]
 
 
 def sequence_log_prob(model, src, hyp):
@@ -124,11 +129,13 @@ def test_wide_beam_finds_the_exhaustive_optimum(limit, alpha, seed):
             (sequence_log_prob(model, src, h) / length_penalty(len(h) + 1, alpha), h)
             for h in candidates
         ]
-        best = max(scored)[1]
+        ranked = sorted((h for h in scored if h[0] > float("-inf")), key=lambda h: -h[0])[:3]
         found = beam_search(
-            model, src, padding_mask(src), torch.tensor([limit]), beam=len(candidates), alpha=alpha
+            model, src, padding_mask(src), torch.tensor([limit]), len(candidates), alpha, nbest=3
         )
-    assert found == [best]
+    # the n best of every possible output, in order, with the scores the search ranked by
+    assert [ids for ids, _ in found[0]] == [ids for _, ids in ranked]
+    assert [score for _, score in found[0]] == pytest.approx([s for s, _ in ranked], abs=1e-5)
 
 
 def test_beam_search_handles_padding_and_shrinking_batches(trained):
@@ -191,7 +198,7 @@ def test_search_goes_on_while_a_live_hypothesis_can_still_win():
     )
     src = torch.tensor([[4, EOS]])
     found = beam_search(model, src, padding_mask(src), torch.tensor([2]), beam=2, alpha=2.0)
-    assert found == [[6, 4]]
+    assert best(found) == [[6, 4]]
 
 
 def test_unknown_token_is_never_written(trained):
@@ -211,7 +218,7 @@ def test_unknown_token_is_never_written(trained):
         max_lens = torch.full((20,), 5)
         for found in (
             greedy(model, src, padding_mask(src), max_lens),
-            beam_search(model, src, padding_mask(src), max_lens, beam=3),
+            best(beam_search(model, src, padding_mask(src), max_lens, beam=3)),
         ):
             assert all(UNK not in ids for ids in found)
             assert any(ids for ids in found)

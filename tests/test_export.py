@@ -154,11 +154,11 @@ def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path
 
 
 def test_a_ctranslate2_failure_is_one_clear_error():
-    from translator.inference.ct2_engine import _hypothesis
+    from translator.inference.ct2_engine import _hypotheses
 
     class Failed:
         def result(self):
             raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
 
     with pytest.raises(UserError, match="CTranslate2 could not translate: Library libcublas"):
-        _hypothesis(Failed())
+        _hypotheses(Failed())

@@ -43,12 +43,13 @@ def test_input_is_normalised_like_the_training_data(translator):
     )
 
 
-def test_too_long_input_is_truncated_with_a_warning(translator, caplog):
+def test_too_long_input_is_translated_in_pieces_with_one_warning(translator, caplog):
     long = " ".join(["Tom can see the cat and the dog."] * 10)
     with caplog.at_level(logging.WARNING, logger="translator"):
-        out = translator.translate([long, "Tom can see the cat."])
-    assert len(out) == 2
-    assert "only the first 16 are translated" in caplog.text
+        out = translator.translate([long, "Tom can see the cat.", long], split=False)
+    assert len(out) == 3 and out[0] == out[2]
+    assert caplog.text.count("WARNING") == 1  # one warning for the whole document
+    assert "2 lines longer than the model's 16 tokens" in caplog.text
 
 
 def test_byte_pieces_never_break_an_output_line(translator):

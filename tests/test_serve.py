@@ -27,7 +27,7 @@ from translator.inference.torch_engine import Translator
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-from translator.deploy.server import BadRequest, Batcher, check_request  # noqa: E402
+from translator.deploy.server import BadRequest, Batcher, Settings, check_request  # noqa: E402
 
 SENTENCES = ["Tom can see the cat.", "I will buy the book.", "", "She should draw the flower."]
 
@@ -167,7 +167,8 @@ def test_batcher_groups_what_arrives_together_and_keeps_each_answer(on):
         batcher = Batcher(fake, wait=0.05, max_sentences=256, on=on)
         task = asyncio.create_task(batcher.run())
         requests = [[f"s{i}a", f"s{i}b"] for i in range(10)]
-        answers = await asyncio.gather(*(batcher.translate(r, 1) for r in requests))
+        settings = Settings(beam=1, split=True)
+        answers = await asyncio.gather(*(batcher.translate(r, settings) for r in requests))
         task.cancel()
         return requests, answers
 
@@ -176,11 +177,14 @@ def test_batcher_groups_what_arrives_together_and_keeps_each_answer(on):
     assert len(fake.calls) == (1 if on else 10)
 
 
-def test_check_request_reads_the_default_beam():
-    limits = ServeConfig()
-    assert check_request({"text": ["Hi."]}, limits, 5) == (["Hi."], 5)
-    with pytest.raises(BadRequest):
-        check_request({"text": ["Hi."], "beam": True}, limits, 5)
+def test_check_request_reads_the_defaults_and_checks_split_and_nbest():
+    limits, defaults = ServeConfig(), Settings(beam=5, split=True)
+    assert check_request({"text": ["Hi."]}, limits, defaults) == (["Hi."], defaults)
+    asked = {"text": ["Hi."], "beam": 3, "split": False, "nbest": 2}
+    assert check_request(asked, limits, defaults) == (["Hi."], Settings(3, False, 2))
+    for bad in ({"beam": True}, {"split": 1}, {"nbest": 4, "beam": 3}, {"nbest": -1}):
+        with pytest.raises(BadRequest):
+            check_request({"text": ["Hi."], **bad}, limits, defaults)
 
 
 def test_missing_checkpoint_and_busy_port_are_one_line_errors(tmp_path, trained):

@@ -96,6 +96,14 @@ class DecodeConfig:
     threads: int = 0  # ctranslate2: threads per worker (0: its default)
     workers: int = 1  # ctranslate2: translators decoding batches in parallel
     onednn: bool = True  # torch on x86 CPUs: linear layers through oneDNN (AVX-512), not MKL
+    split: bool = True  # translate: each line split into sentences, translated, joined back
+    nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
+    no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
+    sample: bool = False  # draw each token at random instead of searching
+    topk: int = 0  # sampling: from the k most probable tokens only (0: all)
+    topp: float = 1.0  # sampling: from the fewest tokens holding this much probability
+    temperature: float = 1.0  # sampling: logits divided by this (0: greedy)
+    seed: int = 0  # sampling: the same seed, input and batch size give the same output
 
 
 @dataclass
@@ -220,12 +228,33 @@ def validate(config: Config) -> None:
             "the ctranslate2 engine needs decode.model_dir (--model DIR), a directory "
             "written by `translator export`"
         )
-    if config.decode.length_penalty < 0:
-        raise UserError("config key 'decode.length_penalty' must be >= 0")
+    check_decode(config.decode)
     if not 0 <= m.dropout < 1:
         raise UserError("config key 'model.dropout' must be in [0, 1)")
     if not 0 <= config.train.label_smoothing < 1:
         raise UserError("config key 'train.label_smoothing' must be in [0, 1)")
+
+
+def check_decode(d: DecodeConfig) -> None:
+    """The decode section's own checks (also run on the Python API's per-call settings)."""
+    checks = {
+        "length_penalty": (d.length_penalty >= 0, "must be >= 0"),
+        "nbest": (d.nbest >= 0, "must be >= 0 (0: one translation a line, as text)"),
+        "no_repeat_ngram": (d.no_repeat_ngram >= 0, "must be >= 0 (0: off)"),
+        "topk": (d.topk >= 0, "must be >= 0 (0: all tokens)"),
+        "topp": (0 < d.topp <= 1, "must be in (0, 1]"),
+        "temperature": (d.temperature >= 0, "must be >= 0 (0: greedy)"),
+    }
+    for key, (ok, rule) in checks.items():
+        if not ok:
+            raise UserError(f"config key 'decode.{key}' {rule}, got {getattr(d, key)}")
+    if d.sample and d.beam > 1:
+        raise UserError("sampling draws one token at a time: it takes no beam (decode.beam 1)")
+    if not d.sample and d.nbest > d.beam:
+        raise UserError(
+            f"decode.nbest ({d.nbest}) must be at most decode.beam ({d.beam}): the search "
+            "keeps only that many hypotheses (or sample with decode.sample)"
+        )
 
 
 def parse_override(text: str) -> tuple[str, Any]:

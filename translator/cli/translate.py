@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -48,10 +49,39 @@ def translate(
     device: DeviceOpt = None,
     engine: EngineOpt = None,
     model: ModelDirOpt = None,
+    split: Annotated[
+        bool | None,
+        typer.Option(
+            "--split/--no-split",
+            help="Split each line into sentences and join their translations (default: on).",
+        ),
+    ] = None,
+    nbest: Annotated[
+        int | None,
+        typer.Option(
+            "--nbest", help="Write the N best translations with scores, a JSON object a line."
+        ),
+    ] = None,
+    no_repeat_ngram: Annotated[
+        int | None,
+        typer.Option("--no-repeat-ngram", help="Never write an n-gram of this size twice."),
+    ] = None,
+    sample: Annotated[
+        bool | None, typer.Option("--sample", help="Draw tokens at random instead of searching.")
+    ] = None,
+    topk: Annotated[int | None, typer.Option("--topk", help="Sample from the k best.")] = None,
+    topp: Annotated[
+        float | None, typer.Option("--topp", help="Sample from the top p of probability.")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampling's random seed.")] = None,
     set_: SetOpt = None,
 ):
-    """Translate English sentences into Chinese (greedy, or beam search with --beam).
-    Without sentences: a prompt on a terminal, else stdin line by line as it arrives."""
+    """Translate English into Chinese (greedy, beam search with --beam, or --sample), each
+    line split into sentences. Without text: a prompt on a terminal, else stdin line by
+    line as it arrives."""
     from translator.data.lines import read_lines, read_stdin_lines, write_lines
     from translator.inference.engines import open_translator
 
@@ -61,19 +91,39 @@ def translate(
         sentences.extend(read_stdin_lines() if item == "-" else [item])
     if input is not None:
         sentences.extend(read_lines(input))
-    cfg = config_module.load(
-        config, set_ or [], run_options(device, beam, length_penalty, engine, model)
-    )
+    decoding = {
+        "decode.split": split,
+        "decode.nbest": nbest,
+        "decode.no_repeat_ngram": no_repeat_ngram,
+        "decode.sample": sample,
+        "decode.topk": topk,
+        "decode.topp": topp,
+        "decode.temperature": temperature,
+        "decode.seed": seed,
+    }
+    values = run_options(device, beam, length_penalty, engine, model) | decoding
+    cfg = config_module.load(config, set_ or [], values)
     setup_process()
     translator = open_translator(cfg, default_checkpoint(cfg, checkpoint))
     if streaming:
         translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
         return
-    results = translator.translate(sentences)
+    results = rendered(sentences, translator.translate(sentences))
     if output is not None:
         write_lines(output, results)
     else:
         sys.stdout.write("".join(r + "\n" for r in results))
+
+
+def rendered(lines: list[str], results: list) -> list[str]:
+    """The output lines: the translations, or with --nbest one JSON object a line:
+    {"source": ..., "hypotheses": [{"text": ..., "score": ...}, ...]}, best first."""
+    if not results or isinstance(results[0], str):
+        return results
+    return [
+        json.dumps({"source": line, "hypotheses": [h._asdict() for h in found]}, ensure_ascii=False)
+        for line, found in zip(lines, results, strict=True)
+    ]
 
 
 def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
@@ -86,8 +136,8 @@ def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
         return
     with nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8") as sink:
 
-        def write(results: list[str]) -> None:
-            sink.write("".join(r + "\n" for r in results))
+        def write(lines: list[str], results: list) -> None:
+            sink.write("".join(r + "\n" for r in rendered(lines, results)))
             sink.flush()
 
         lines = decoded_lines(sys.stdin.buffer)

@@ -1,18 +1,21 @@
 """`translator serve`: the model behind HTTP (FastAPI + uvicorn), loaded once at start-up.
 
     POST /translate  {"text": ["Hello.", ...], "beam": 5}  →  {"translations": [...], ...}
+                     optional: "split": false (each text one sentence), "nbest": N (≤ beam:
+                     "hypotheses" [[{"text", "score"}, ...], ...] added)
     GET  /health     →  {"status": "ok", "engine": ..., ...}
     GET  /           →  a page to type English and see Chinese
 
 Requests arriving together are decoded together: the first request of a batch waits up to
 `serve.batch_wait_ms` for others (up to `decode.batch_size` sentences), then one decode
 runs in a worker thread while the next batch gathers, so throughput grows with
-concurrency. Requests with different beam sizes are decoded in separate groups. A bad
-request (not JSON, wrong types, an empty list, too many or too long sentences, a beam out
-of range) gets a 4xx JSON `{"error": ...}`, never a 500.
+concurrency. Requests with different settings (beam, split, nbest) are decoded in separate
+groups. A bad request (not JSON, wrong types, an empty list, too many or too long
+sentences, a beam or nbest out of range) gets a 4xx JSON `{"error": ...}`, never a 500.
 """
 
 import asyncio
+import dataclasses
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,16 +38,26 @@ def require_fastapi() -> None:
         ) from None
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What a request may choose about decoding; requests that agree decode together."""
+
+    beam: int
+    split: bool
+    nbest: int = 0
+
+
 @dataclass
 class _Pending:
     sentences: list[str]
-    beam: int
+    settings: Settings
     done: asyncio.Future = field(repr=False)
 
 
 class Batcher:
     """Gathers requests for `wait` seconds after the first (up to `max_sentences`) and
-    decodes each beam size's sentences in one call, one decode at a time."""
+    decodes the sentences of the requests with the same settings in one call, one decode at
+    a time."""
 
     def __init__(self, translator: TextTranslator, wait: float, max_sentences: int, on: bool):
         self.translator = translator
@@ -52,19 +65,19 @@ class Batcher:
         self.max_sentences = max_sentences if on else 1
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self.executor = ThreadPoolExecutor(max_workers=1)  # the model decodes one batch at a time
-        self.by_beam: dict[int, TextTranslator] = {}
+        self.engines: dict[Settings, TextTranslator] = {}
         self.decodes = 0  # how many decodes ran (for tests and /health)
 
-    async def translate(self, sentences: list[str], beam: int) -> list[str]:
+    async def translate(self, sentences: list[str], settings: Settings) -> list:
         done = asyncio.get_running_loop().create_future()
-        await self.queue.put(_Pending(sentences, beam, done))
+        await self.queue.put(_Pending(sentences, settings, done))
         return await done
 
     async def run(self) -> None:
         while True:
             batch = await self._gather()
-            for beam in sorted({p.beam for p in batch}):
-                await self._decode([p for p in batch if p.beam == beam], beam)
+            for settings in dict.fromkeys(p.settings for p in batch):
+                await self._decode([p for p in batch if p.settings == settings], settings)
 
     async def _gather(self) -> list[_Pending]:
         batch = [await self.queue.get()]
@@ -80,9 +93,11 @@ class Batcher:
             size += len(item.sentences)
         return batch
 
-    async def _decode(self, requests: list[_Pending], beam: int) -> None:
+    async def _decode(self, requests: list[_Pending], settings: Settings) -> None:
         sentences = [s for p in requests for s in p.sentences]
-        engine = self.by_beam.setdefault(beam, self.translator.with_decode(beam=beam))
+        if settings not in self.engines:
+            self.engines[settings] = self.translator.with_decode(**dataclasses.asdict(settings))
+        engine = self.engines[settings]
         loop = asyncio.get_running_loop()
         try:
             outputs = await loop.run_in_executor(self.executor, engine.translate, sentences)
@@ -97,15 +112,16 @@ class Batcher:
             start += len(p.sentences)
 
 
-def check_request(body: Any, limits: ServeConfig, default_beam: int) -> tuple[list[str], int]:
-    """The sentences and beam of a request body; BadRequest (status, message) if it is not
-    one we can answer."""
+def check_request(body: Any, limits: ServeConfig, defaults: Settings) -> tuple[list[str], Settings]:
+    """The sentences and settings of a request body; BadRequest (status, message) if it is
+    not one we can answer."""
     if not isinstance(body, dict):
         raise BadRequest(422, 'the body must be a JSON object like {"text": ["Hello."]}')
-    unknown = set(body) - {"text", "beam"}
+    unknown = set(body) - {"text", "beam", "split", "nbest"}
     if unknown:
         raise BadRequest(422, f"unknown field(s): {', '.join(sorted(unknown))}")
-    text, beam = body.get("text"), body.get("beam", default_beam)
+    text, beam = body.get("text"), body.get("beam", defaults.beam)
+    split, nbest = body.get("split", defaults.split), body.get("nbest", 0)
     if not isinstance(text, list) or not all(isinstance(s, str) for s in text):
         raise BadRequest(422, '"text" must be a list of strings')
     if not text:
@@ -117,7 +133,11 @@ def check_request(body: Any, limits: ServeConfig, default_beam: int) -> tuple[li
         raise BadRequest(413, f"a sentence has {longest} characters > {limits.max_chars}")
     if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= limits.max_beam:
         raise BadRequest(422, f'"beam" must be an integer from 1 to {limits.max_beam}')
-    return text, beam
+    if not isinstance(split, bool):
+        raise BadRequest(422, '"split" must be true or false')
+    if isinstance(nbest, bool) or not isinstance(nbest, int) or not 0 <= nbest <= beam:
+        raise BadRequest(422, f'"nbest" must be an integer from 0 to the beam ({beam})')
+    return text, Settings(beam, split, nbest)
 
 
 class BadRequest(Exception):
@@ -132,6 +152,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
     from fastapi.responses import HTMLResponse, JSONResponse
 
     wait = limits.batch_wait_ms / 1000
+    defaults = Settings(translator.decode.beam, translator.decode.split)
     batcher = Batcher(translator, wait, translator.decode.batch_size, limits.batching)
     page = resources.files("translator.deploy").joinpath("static/index.html").read_text("utf-8")
 
@@ -159,10 +180,17 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise BadRequest(400, "the body is not valid JSON") from None
-        sentences, beam = check_request(body, limits, translator.decode.beam)
-        translations = await batcher.translate(sentences, beam)
+        sentences, settings = check_request(body, limits, defaults)
+        found = await batcher.translate(sentences, settings)
         ms = (time.perf_counter() - started) * 1000
-        return {"translations": translations, "beam": beam, "milliseconds": round(ms, 1)}
+        if not settings.nbest:
+            return {"translations": found, "beam": settings.beam, "milliseconds": round(ms, 1)}
+        return {
+            "translations": [hypotheses[0].text if hypotheses else "" for hypotheses in found],
+            "hypotheses": [[h._asdict() for h in hypotheses] for hypotheses in found],
+            "beam": settings.beam,
+            "milliseconds": round(ms, 1),
+        }
 
     @app.get("/health")
     async def health():

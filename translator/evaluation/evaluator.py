@@ -52,7 +52,7 @@ def evaluate_files(
             )
     else:
         sources, references = read_eval_set(src, refs)
-    hypotheses = open_translator(config, checkpoint).translate(sources)
+    hypotheses = open_translator(config, checkpoint).translate(sources, split=False, nbest=0)
     scores = score(hypotheses, references)
     search = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
     origin = output_origin(config, checkpoint)

@@ -43,5 +43,5 @@ def validate(
         total += sequence_loss(logits, batch.tgt_out, smoothing=0.0)
         tokens += batch.n_tokens
     with autocast:
-        hypotheses = translator.translate(sources)
+        hypotheses = translator.translate(sources, split=False, nbest=0)
     return Validation(total.item() / tokens, score(hypotheses, references).bleu, hypotheses)

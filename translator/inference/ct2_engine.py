@@ -47,6 +47,7 @@ class CTranslate2Translator(TextTranslator):
     def __init__(self, engine, src_tok, tgt_tok, decode: DecodeConfig, max_positions: int):
         super().__init__(src_tok, tgt_tok, decode, max_positions)
         self.engine = engine
+        self.ctranslate2 = require_ctranslate2()
         self.src_pieces = [src_tok.id_to_piece(i) for i in range(src_tok.get_piece_size())]
         # what our decoder never writes, as CTranslate2 suppresses it (<unk>: disable_unk)
         self.suppressed = [[tgt_tok.id_to_piece(i)] for i in NEVER_OUTPUT if i != UNK]
@@ -80,36 +81,57 @@ class CTranslate2Translator(TextTranslator):
         decode = decode or from_dict({"decode": meta["decode"]}).decode
         return cls(engine, src_tok, tgt_tok, decode, meta["max_positions"])
 
-    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
+    def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
         limits = self.limits([len(s) for s in sources]).tolist()
         batches = self.batches(sources)
+        if self.decode.sample:
+            self.ctranslate2.set_random_seed(self.decode.seed)
         pending = [self._submit(batch, sources, limits) for batch in batches]
-        outputs: list[list[int]] = [[] for _ in sources]
+        outputs: list[list[tuple[list[int], float]]] = [[] for _ in sources]
         for rows, results in zip(batches, pending, strict=True):
             for i, result in zip(rows, results, strict=True):
-                pieces = _hypothesis(result)[: limits[i]]
-                outputs[i] = [self.tgt_tok.piece_to_id(p) for p in pieces]
+                outputs[i] = [
+                    ([self.tgt_tok.piece_to_id(p) for p in pieces[: limits[i]]], score)
+                    for pieces, score in _hypotheses(result)[: max(self.decode.nbest, 1)]
+                ]
         return outputs
 
     def _submit(self, rows: list[int], sources: Sequence[np.ndarray], limits: list[int]):
         """Start one batch (the source's own EOS left to `add_source_eos`)."""
+        cfg = self.decode
         tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
+        # all `beam` hypotheses asked for, `nbest` kept: with fewer, CTranslate2 stops as
+        # soon as its top beam ends, before later hypotheses that may score better
+        options = {"beam_size": cfg.beam, "num_hypotheses": cfg.beam if cfg.nbest else 1}
+        if cfg.sample:  # CTranslate2 samples through its greedy search: beam 1
+            options = {
+                "beam_size": 1,
+                "num_hypotheses": max(cfg.nbest, 1),
+                "sampling_topk": cfg.topk if cfg.temperature else 1,
+                "sampling_topp": cfg.topp,
+                "sampling_temperature": cfg.temperature or 1.0,
+            }
         return self.engine.translate_batch(
             tokens,
-            beam_size=self.decode.beam,
-            length_penalty=self.decode.length_penalty,
+            **options,
+            length_penalty=cfg.length_penalty,
             max_decoding_length=max(limits[i] for i in rows),
             min_decoding_length=0,
+            no_repeat_ngram_size=cfg.no_repeat_ngram,
+            return_scores=bool(cfg.nbest or cfg.sample),
             disable_unk=True,
             suppress_sequences=self.suppressed,
             asynchronous=True,
         )
 
 
-def _hypothesis(result) -> list[str]:
-    """The best hypothesis of one asynchronous result. CTranslate2 reports what stops it
-    (e.g. a CUDA library it was built for is missing) as a RuntimeError: one line."""
+def _hypotheses(result) -> list[tuple[list[str], float]]:
+    """The hypotheses of one asynchronous result, best first, with their scores (NaN where
+    none were asked for). CTranslate2 reports what stops it (e.g. a CUDA library it was
+    built for is missing) as a RuntimeError: one line."""
     try:
-        return result.result().hypotheses[0]
+        found = result.result()
     except RuntimeError as exc:
         raise UserError(f"CTranslate2 could not translate: {exc}") from None
+    scores = found.scores or [float("nan")] * len(found.hypotheses)
+    return list(zip(found.hypotheses, scores, strict=True))

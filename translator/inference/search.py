@@ -1,7 +1,8 @@
-"""Search over the model's incremental decoder: greedy and beam search, both batched.
+"""Search over the model's incremental decoder: beam search here, greedy and sampling in
+sampling.py, all batched, and `search`, which runs the one the decode settings ask for.
 
-Both take a batch of sources (B,S) with its mask and each sentence's output limit, and
-return each sentence's ids without BOS/EOS. A sentence that is finished leaves the batch:
+Each takes a batch of sources (B,S) with its mask and each sentence's output limit, and
+gives each sentence's ids without BOS/EOS. A sentence that is finished leaves the batch:
 the decoder state is reordered to the rows still being decoded, so finished sentences cost
 nothing more.
 """
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from translator.data.tokenizer import BOS, EOS, PAD, UNK
+from translator.config import DecodeConfig
+from translator.data.batching import padding_mask
+from translator.data.tokenizer import BOS, EOS
+from translator.inference.repeats import block_repeats
+from translator.inference.sampling import NEVER_OUTPUT, Sampling, length_penalty, one_at_a_time
 from translator.model.transformer import DecoderState, Transformer
-
-NEVER_OUTPUT = [PAD, UNK, BOS]  # ids the decoder may not produce (UNK would print " ⁇ ")
 
 
 def _next_logits(model: Transformer, tokens: torch.Tensor, state: DecoderState):
@@ -26,44 +29,11 @@ def _vocab_size(model: Transformer) -> int:
     return model.project.out_features
 
 
-def _start(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, beams: int = 1):
-    return model.start_decoding(model.encode(src, src_mask), src_mask, beams)
-
-
-@torch.inference_mode()
 def greedy(
     model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, max_lens: torch.Tensor
 ) -> list[list[int]]:
     """Pick the most probable token at each step until EOS or the sentence's limit."""
-    batch = src.size(0)
-    state = _start(model, src, src_mask)
-    limits = max_lens.tolist()
-    outputs: list[list[int]] = [[] for _ in range(batch)]
-    alive = list(range(batch))  # which sentence each row of the state belongs to
-    tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)
-    for step in range(max(limits, default=0)):
-        logits, state = _next_logits(model, tokens, state)
-        logits[:, NEVER_OUTPUT] = float("-inf")
-        best = logits.argmax(dim=-1)
-        keep = []
-        for row, (sentence, token) in enumerate(zip(alive, best.tolist(), strict=True)):
-            if token != EOS:
-                outputs[sentence].append(token)
-            if token != EOS and step + 1 < limits[sentence]:
-                keep.append(row)
-        if not keep:
-            break
-        if len(keep) < len(alive):
-            index = torch.tensor(keep, device=src.device)
-            state, best = state.reorder(index, index), best[index]
-            alive = [alive[row] for row in keep]
-        tokens = best[:, None]
-    return outputs
-
-
-def length_penalty(length: int | torch.Tensor, alpha: float):
-    """GNMT's lp(Y) = ((5 + |Y|) / 6) ** alpha; a hypothesis scores log P(Y) / lp(Y)."""
-    return ((5 + length) / 6) ** alpha
+    return [ids for ids, _ in one_at_a_time(model, src, src_mask, max_lens)]
 
 
 @torch.inference_mode()
@@ -74,36 +44,43 @@ def beam_search(
     max_lens: torch.Tensor,
     beam: int,
     alpha: float = 0.6,
-) -> list[list[int]]:
-    """Beam search over sentences × beams in one batch, with GNMT length penalty `alpha`.
+    *,
+    nbest: int = 1,
+    no_repeat_ngram: int = 0,
+) -> list[list[tuple[list[int], float]]]:
+    """Beam search over sentences × beams in one batch, with GNMT length penalty `alpha`:
+    each sentence's `nbest` best hypotheses, best first, as (ids, log P / lp(len + 1)).
 
     Each step extends every live beam by every token and keeps the 2K best candidates per
-    sentence: those ending in EOS among the first K are finished hypotheses (kept, scored
-    with the length penalty), the K best others continue. A sentence is done when it has K
-    finished hypotheses, or when no live beam can beat its best finished one any more: a
-    live beam's log-probability only falls, so it can score at most
-    score / lp(limit + 1) (alpha ≥ 0). After `limit` tokens only EOS is allowed, as greedy
-    search writes at most `limit` tokens. With beam 1 this is exactly greedy search."""
+    sentence: those ending in EOS among the first K are finished hypotheses (kept, up to
+    K a sentence, scored with the length penalty), the K best others continue. A sentence
+    is done when it has K finished hypotheses, or when no live beam can beat its
+    `nbest`-th best finished one any more: a live beam's log-probability only falls, so it
+    can score at most score / lp(limit + 1) (alpha ≥ 0). After `limit` tokens only EOS is
+    allowed, as greedy search writes at most `limit` tokens. With beam 1 this is exactly
+    greedy search."""
     if alpha < 0:
         raise ValueError("the length penalty alpha must be >= 0")
+    if not 1 <= nbest <= beam:
+        raise ValueError(f"nbest must be from 1 to the beam size ({beam}), got {nbest}")
     batch, k, device = src.size(0), beam, src.device
     # all beams start identical: the first step runs one row per sentence where the
     # vocabulary has 2k candidates to offer, and the k best then become the beams
     width = 1 if _vocab_size(model) >= 2 * k else k
-    state = _start(model, src, src_mask, beams=width)
+    state = model.start_decoding(model.encode(src, src_mask), src_mask, width)
     limits = max_lens.to(device)
     scores = torch.full((batch, width), float("-inf"), device=device)
     scores[:, 0] = 0.0  # with width k: let only the first of the identical beams expand
     history = torch.empty(batch * width, 0, dtype=torch.long, device=device)
     tokens = torch.full((batch * width, 1), BOS, dtype=torch.long, device=device)
     alive = torch.arange(batch, device=device)  # which sentence each group of rows is
-    best_score = torch.full((batch,), float("-inf"), device=device)  # of finished hypotheses
-    finished = torch.zeros(batch, dtype=torch.long, device=device)  # how many per sentence
-    best: list[list[int]] = [[] for _ in range(batch)]
+    kept = Finished(batch, nbest, device)
     for step in range(int(limits.max()) + 1 if batch else 0):
         logits, state = _next_logits(model, tokens, state)
         logp = logits.log_softmax(dim=-1)  # then mask, as fairseq does: no renormalising
         logp[:, NEVER_OUTPUT] = float("-inf")
+        if no_repeat_ngram:
+            block_repeats(logp, history, no_repeat_ngram)
         n, vocab = alive.numel(), logp.size(-1)
         logp = logp.view(n, width, vocab)
         at_limit = step >= limits[alive]  # `limit` tokens written: only EOS may follow
@@ -115,16 +92,12 @@ def beam_search(
 
         # finished hypotheses: EOS among the first k candidates, up to k per sentence
         ends = is_eos[:, :k] & (top[:, :k] > float("-inf"))
-        ends &= ends.cumsum(dim=1) + finished[alive, None] <= k
+        ends &= ends.cumsum(dim=1) + kept.count[alive, None] <= k
         if ends.any():
-            score = top[:, :k] / length_penalty(step + 1, alpha)  # all have step+1 tokens
-            score = score.masked_fill(~ends, float("-inf"))
-            top_score, column = score.max(dim=1)
-            better = (top_score > best_score[alive]).nonzero().squeeze(1)
-            for i, j in zip(better.tolist(), column[better].tolist(), strict=True):
-                best[int(alive[i])] = history[i * width + int(origin[i, j])].tolist()
-            best_score[alive[better]] = top_score[better]
-            finished[alive] += ends.sum(dim=1)
+            row, column = ends.nonzero().unbind(1)
+            score = top[row, column] / length_penalty(step + 1, alpha)  # all: step+1 tokens
+            ids = history[row * width + origin[row, column]]
+            kept.add(alive[row], ids, score)
 
         # the k best candidates that do not end in EOS continue (stable sort keeps rank)
         rank = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
@@ -132,7 +105,7 @@ def beam_search(
         origin, token = origin.gather(1, rank), token.gather(1, rank)
         # the longest a live hypothesis can get: `limit` tokens and EOS
         bound = scores.max(dim=1).values / length_penalty(limits[alive] + 1, alpha)
-        done = (finished[alive] >= k) | (best_score[alive] >= bound) | at_limit
+        done = (kept.count[alive] >= k) | (kept.nth[alive] >= bound) | at_limit
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
@@ -141,4 +114,70 @@ def beam_search(
         state = state.reorder(rows, keep if keep.numel() < n else None, beams=k)
         scores, alive, width = scores[keep], alive[keep], k
         tokens = token[keep].reshape(-1, 1)
-    return best
+    return kept.best()
+
+
+class Finished:
+    """The finished hypotheses of each sentence (at most K), and the score of each one's
+    `nbest`-th best (-inf while it has fewer): the score a live beam must beat."""
+
+    def __init__(self, batch: int, nbest: int, device: torch.device):
+        self.nbest = nbest
+        self.found: list[list[tuple[list[int], float]]] = [[] for _ in range(batch)]
+        self.count = torch.zeros(batch, dtype=torch.long, device=device)
+        self.nth = torch.full((batch,), float("-inf"), device=device)
+
+    def add(self, sentences: torch.Tensor, ids: torch.Tensor, scores: torch.Tensor) -> None:
+        """Hypotheses that ended at this step (E sentence indices, ids (E,T), E scores, in
+        candidate order); among equal scores the one found first ranks first."""
+        self.count.index_add_(0, sentences, torch.ones_like(sentences))
+        touched = {}
+        for sentence, row, score in zip(
+            sentences.tolist(), ids.tolist(), scores.tolist(), strict=True
+        ):
+            found = self.found[sentence]
+            found.append((row, score))
+            found.sort(key=lambda hypothesis: -hypothesis[1])  # stable
+            if len(found) >= self.nbest:
+                touched[sentence] = found[self.nbest - 1][1]
+        if touched:
+            index = torch.tensor(list(touched), device=self.nth.device)
+            self.nth[index] = torch.tensor(list(touched.values()), device=self.nth.device)
+
+    def best(self) -> list[list[tuple[list[int], float]]]:
+        return [found[: self.nbest] for found in self.found]
+
+
+Found = list[list[tuple[list[int], float]]]  # each sentence's hypotheses: (ids, score)
+
+
+def search(
+    model: Transformer,
+    src: torch.Tensor,
+    max_lens: torch.Tensor,
+    cfg: DecodeConfig,
+    generator: torch.Generator | None = None,
+) -> Found:
+    """The search `cfg` asks for over one batch (B,S): sampling (`cfg.nbest` samples a
+    sentence, best score first), beam search (`cfg.nbest` best), or greedy. Scores are
+    computed only where they are asked for (nbest ≥ 1, or sampling): plain greedy leaves
+    them NaN, and with beam 1 and nbest beam search gives greedy's output and its score."""
+    mask, guard = padding_mask(src), cfg.no_repeat_ngram
+    if cfg.sample:
+        copies = max(cfg.nbest, 1)
+        how = Sampling(cfg.temperature, cfg.topk, cfg.topp, generator)
+        src, max_lens = src.repeat_interleave(copies, 0), max_lens.repeat_interleave(copies)
+        drawn = one_at_a_time(
+            model, src, padding_mask(src), max_lens, how=how, no_repeat_ngram=guard,
+            alpha=cfg.length_penalty,
+        )  # fmt: skip
+        groups = [drawn[i : i + copies] for i in range(0, len(drawn), copies)]
+        return [sorted(group, key=lambda hypothesis: -hypothesis[1]) for group in groups]
+    if cfg.beam == 1 and not cfg.nbest:
+        return [
+            [found] for found in one_at_a_time(model, src, mask, max_lens, no_repeat_ngram=guard)
+        ]
+    return beam_search(
+        model, src, mask, max_lens, cfg.beam, cfg.length_penalty,
+        nbest=max(cfg.nbest, 1), no_repeat_ngram=guard,
+    )  # fmt: skip

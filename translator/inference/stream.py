@@ -72,11 +72,11 @@ def _next_now(arrived: queue.Queue):
 
 
 def translate_stream(translate: Callable, lines: Iterable[str], write, limit: int) -> int:
-    """Translate `lines` batch by batch as they arrive; `write` gets each batch's outputs.
-    Returns how many lines were translated."""
+    """Translate `lines` batch by batch as they arrive; `write` gets each batch's lines and
+    their outputs. Returns how many lines were translated."""
     count = 0
     for batch in arriving_batches(lines, limit):
-        write(translate(batch))
+        write(batch, translate(batch))
         count += len(batch)
     return count
 

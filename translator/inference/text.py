@@ -1,10 +1,11 @@
-"""The text side of translating, the same for every engine: sentences in, translations out.
+"""The text side of translating, the same for every engine: lines in, translations out.
 
-    normalise → encode (cut to the model's positions) → sort by length into batches
-      → search (the engine's) → restore the input order → decode pieces to one line of text
+    normalise → sentences (document.py) → encode, cut to the model's positions
+      → sort by length into batches → search (the engine's) → restore the input order
+      → decode pieces to text → join each line's sentences
 
 An engine (our PyTorch model in torch_engine.py, CTranslate2 in ct2_engine.py) subclasses
-`TextTranslator` and implements `search`; everything else is shared.
+`TextTranslator` and implements `hypotheses`; everything else is shared.
 """
 
 from __future__ import annotations
@@ -14,22 +15,33 @@ import dataclasses
 import logging
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from translator.config import DecodeConfig
-from translator.data.batching import encode
 from translator.data.normalization import CONTROL, normalize_en
-from translator.data.tokenizer import EOS, Tokenizer
+from translator.data.tokenizer import Tokenizer
+from translator.inference import document
+from translator.inference.document import Cutter
 
 log = logging.getLogger(__name__)
 _UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
 
 
+class Hypothesis(NamedTuple):
+    """One of a line's n best translations, and its score: the log-probability the search
+    ranked it by (divided by the length penalty; summed over a line's sentences)."""
+
+    text: str
+    score: float
+
+
 class TextTranslator:
-    """The text side of translating, the same for every engine: normalise, encode, cut to
-    the model's positions, search (the engine's), detokenize. Engines implement `search`."""
+    """The text side of translating, the same for every engine: normalise, split into
+    sentences, encode, cut to the model's positions, search (the engine's), detokenize,
+    join. Engines implement `hypotheses`."""
 
     def __init__(
         self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig, max_positions: int
@@ -38,6 +50,7 @@ class TextTranslator:
         self.tgt_tok = tgt_tok
         self.decode = decode
         self.max_positions = max_positions
+        self._cutter: Cutter | None = None
 
     def with_decode(self, **changes) -> TextTranslator:
         """The same engine and model with other decoding settings, e.g. beam=5."""
@@ -51,20 +64,60 @@ class TextTranslator:
         *,
         beam: int | None = None,
         length_penalty: float | None = None,
+        split: bool | None = None,
+        nbest: int | None = None,
     ):
-        """English sentences → Chinese, in input order (one string → one string). Blank
-        inputs give blank outputs. `beam` and `length_penalty` apply to this call only."""
+        """English lines → Chinese, in input order (one string → one string). Each line is
+        split into sentences unless `split` is False (decode.split), and blank lines give
+        blank outputs. With `nbest` N ≥ 1 (decode.nbest), each line gives a list of up to
+        N `Hypothesis(text, score)`, best first. Arguments apply to this call only."""
         if isinstance(sentences, str):
-            return self.translate([sentences], beam=beam, length_penalty=length_penalty)[0]
-        if changes := overrides(beam, length_penalty):
+            return self.translate(
+                [sentences], beam=beam, length_penalty=length_penalty, split=split, nbest=nbest
+            )[0]
+        if changes := overrides(beam, length_penalty, split, nbest):
             return self.with_decode(**changes).translate(sentences)
-        texts = [normalize_en(s) for s in sentences]
-        todo = [i for i, text in enumerate(texts) if text]
-        results = [""] * len(texts)
-        outputs = self.search(self.encode([texts[i] for i in todo], [i + 1 for i in todo]))
-        for i, ids in zip(todo, outputs, strict=True):
-            results[i] = self.detokenize(ids)
-        return results
+        lines = self.nbest_lines(sentences)
+        if self.decode.nbest:
+            return lines
+        return [found[0].text if found else "" for found in lines]
+
+    def nbest_lines(self, lines: Sequence[str]) -> list[list[Hypothesis]]:
+        """Each line's hypotheses: the i-th joins the i-th of each of its pieces (their
+        last where a piece has fewer), its score their sum; a blank line has none."""
+        texts = [normalize_en(s) for s in lines]
+        units, owners = document.units(texts, self.decode.split)
+        pieces = self.cutter.pieces(units, owners)
+        if pieces.cut:
+            what = "sentence" if self.decode.split else "line"
+            log.warning(
+                "%d %s%s longer than the model's %d tokens: cut at clause boundaries and "
+                "translated in pieces",
+                pieces.cut,
+                what,
+                "" if pieces.cut == 1 else "s",
+                self.max_positions,
+            )
+        found = self.hypotheses(pieces.sources)
+        by_line: list[list[list[tuple[list[int], float]]]] = [[] for _ in texts]
+        for line, hypotheses in zip(pieces.line, found, strict=True):
+            by_line[line].append(hypotheses or [([], float("nan"))])
+        return [self._combine(parts) for parts in by_line]
+
+    def _combine(self, parts: list[list[tuple[list[int], float]]]) -> list[Hypothesis]:
+        count = max((len(p) for p in parts), default=0)
+        combined = []
+        for i in range(count):
+            chosen = [p[min(i, len(p) - 1)] for p in parts]
+            text = document.join([self.detokenize(ids) for ids, _ in chosen])
+            combined.append(Hypothesis(text, sum(score for _, score in chosen)))
+        return combined
+
+    @property
+    def cutter(self) -> document.Cutter:
+        if self._cutter is None:
+            self._cutter = document.Cutter(self.src_tok, self.max_positions)
+        return self._cutter
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids → one line of text. With byte fallback the model can write any byte:
@@ -74,21 +127,20 @@ class TextTranslator:
         text = _UNWRITABLE.sub("", self.tgt_tok.decode(ids))
         return " ".join(text.split())
 
-    def encode(self, texts: Sequence[str], lines: Sequence[int] | None = None) -> list[np.ndarray]:
-        """Normalised text → source ids ending in EOS, cut to the model's max_positions
-        with a warning naming the input's line (`lines`, default 1, 2, …)."""
-        limit = self.max_positions
-        sources = encode(texts, self.src_tok)
-        lines = lines or range(1, len(texts) + 1)
-        for i, seq in enumerate(sources):
-            if len(seq) > limit:
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Normalised text → source ids ending in EOS, one array a text (for looking at one
+        sentence, as `translator attention` does): a text longer than the model's
+        positions keeps its first piece, with a warning."""
+        sources = []
+        for i, text in enumerate(texts, 1):
+            first, *rest = self.cutter.pieces([text], [0]).sources
+            if rest:
                 log.warning(
-                    "input %d has %d tokens; only the first %d are translated",
-                    lines[i],
-                    len(seq),
-                    limit,
+                    "input %d is longer than %d tokens: only its first part is used",
+                    i,
+                    self.max_positions,
                 )
-                sources[i] = np.append(seq[: limit - 1], EOS).astype(seq.dtype)
+            sources.append(first)
         return sources
 
     def limits(self, source_lengths: Sequence[int]) -> torch.Tensor:
@@ -98,9 +150,14 @@ class TextTranslator:
         limit = (lengths * self.decode.max_len_a + self.decode.max_len_b).long()
         return limit.clamp(max=self.max_positions - 1)
 
-    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
-        """Source ids → output ids (no BOS/EOS), in input order."""
+    def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
+        """Source ids → each source's hypotheses as (ids without BOS/EOS, score), best
+        first: one (score NaN where nothing asked for it) unless decode.nbest asks for more."""
         raise NotImplementedError
+
+    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
+        """Source ids → the best output ids (no BOS/EOS), in input order."""
+        return [found[0][0] if found else [] for found in self.hypotheses(sources)]
 
     def batches(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
         """The indices of `sources`, sorted by length, in batches of `decode.batch_size`."""
@@ -109,12 +166,19 @@ class TextTranslator:
         return [order[start : start + size] for start in range(0, len(order), size)]
 
 
-def overrides(beam: int | None, length_penalty: float | None) -> dict:
+def overrides(
+    beam: int | None = None,
+    length_penalty: float | None = None,
+    split: bool | None = None,
+    nbest: int | None = None,
+) -> dict:
     """The Python API's decoding arguments that were given, checked as the config checks
     them, as DecodeConfig changes."""
     if beam is not None and beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
     if length_penalty is not None and length_penalty < 0:
         raise ValueError(f"length_penalty must be >= 0, got {length_penalty}")
-    changes = {"beam": beam, "length_penalty": length_penalty}
+    if nbest is not None and nbest < 0:
+        raise ValueError(f"nbest must be >= 0, got {nbest}")
+    changes = {"beam": beam, "length_penalty": length_penalty, "split": split, "nbest": nbest}
     return {key: value for key, value in changes.items() if value is not None}

@@ -4,8 +4,8 @@
     translator = Translator.from_run("runs/tatoeba-cpu")
     translator.translate(["Hello.", "How are you?"], beam=5)
 
-It loads a checkpoint once (model, tokenizers, config) and searches with greedy or beam
-search (search.py) over batches the shared text path (text.py) prepares.
+It loads a checkpoint once (model, tokenizers, config) and searches (greedy, beam search or
+sampling: search.py) over batches the shared text path (text.py) prepares.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from translator.config import Config, DecodeConfig, from_dict
-from translator.data.batching import pad, padding_mask
+from translator.data.batching import pad
 from translator.data.tokenizer import Tokenizer, load_tokenizer
 from translator.inference.onednn import use_onednn
-from translator.inference.search import beam_search, greedy
+from translator.inference.search import Found, search
 from translator.inference.text import TextTranslator, overrides
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.rundir import RunDir
@@ -73,25 +73,24 @@ class Translator(TextTranslator):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
-        """Source ids → output ids (no BOS/EOS), in input order. Sentences are sorted by
-        length into batches of `decode.batch_size`; `decode.beam` picks greedy or beam
-        search; each may write `max_len_a × source length + max_len_b` tokens."""
+    def hypotheses(self, sources: Sequence[np.ndarray]) -> Found:
+        """Source ids → each one's hypotheses, in input order. Sentences are sorted by
+        length into batches of `decode.batch_size`, and searched as `decode` asks
+        (search.py); each may write `max_len_a × source length + max_len_b` tokens.
+        Sampling draws from a generator seeded with `decode.seed` for each call."""
         cfg = self.decode
+        generator = None
+        if cfg.sample:
+            generator = torch.Generator(self.device).manual_seed(cfg.seed)
         was_training = self.model.training
         self.model.eval()
-        outputs: list[list[int]] = [[] for _ in sources]
+        outputs: Found = [[] for _ in sources]
         for rows in self.batches(sources):
             src = pad([sources[i] for i in rows]).to(self.device)
             max_lens = self.limits([len(sources[i]) for i in rows])
-            if cfg.beam == 1:
-                found = greedy(self.model, src, padding_mask(src), max_lens)
-            else:
-                found = beam_search(
-                    self.model, src, padding_mask(src), max_lens, cfg.beam, cfg.length_penalty
-                )
-            for i, ids in zip(rows, found, strict=True):
-                outputs[i] = ids
+            found = search(self.model, src, max_lens, cfg, generator)
+            for i, hypotheses in zip(rows, found, strict=True):
+                outputs[i] = hypotheses
         self.model.train(was_training)
         return outputs
 

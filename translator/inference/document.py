@@ -1,0 +1,115 @@
+"""Document mode: lines of running text in, one translation per line out.
+
+    each line → its sentences (sentencex; a blank line has none)
+      → source ids, a sentence longer than the model's positions cut into pieces
+        (after a full stop, comma, semicolon, colon, dash or closing bracket; failing that, into
+        equal pieces at word starts) — nothing is dropped
+      → [the engine translates all pieces of the document, in length-sorted batches]
+      → each line's translations joined in order, without a space between Chinese
+
+A model trained on single sentences turns three sentences on one line into one muddled
+sentence, and a line over its positions would lose everything after the cut; here each
+sentence is translated as what it is. With `split` off, each line is one piece (cut only
+when it is longer than the model's positions).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from translator.data.batching import encode
+from translator.data.tokenizer import EOS, Tokenizer
+
+CLAUSE_END = re.compile(r"[.!?,;:)\]}\u2013\u2014]$")  # a piece that may end a clause
+_WORD_START = "\u2581"  # SentencePiece's mark of a piece that begins a word
+_LATIN_END, _LATIN_START = re.compile(r"[A-Za-z0-9]$"), re.compile(r"^[A-Za-z0-9]")
+
+
+def sentences(line: str) -> list[str]:
+    """An English line's sentences, in order (sentencex: see docs/translate.md for the
+    measured choice); blank → none."""
+    from sentencex import segment
+
+    return [s.strip() for s in segment("en", line) if s.strip()]
+
+
+@dataclass
+class Pieces:
+    """What the engine translates for a document, and where each piece goes back."""
+
+    sources: list[np.ndarray]  # source ids, each ending in EOS, at most the model's positions
+    line: list[int]  # the input line of each piece (pieces of a line are consecutive)
+    cut: int  # sentences (or lines) longer than the model's positions, translated in pieces
+
+
+class Cutter:
+    """Cuts a source longer than the model's positions; knows which of a tokenizer's
+    pieces end a clause and which start a word."""
+
+    def __init__(self, tokenizer: Tokenizer, positions: int):
+        pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
+        self.clause_end = np.array([bool(CLAUSE_END.search(p)) for p in pieces])
+        self.word_start = np.array([p.startswith(_WORD_START) for p in pieces])
+        self.room = positions - 1  # tokens a piece may have before its EOS
+        self.tokenizer = tokenizer
+
+    def pieces(self, texts: Sequence[str], lines: Sequence[int]) -> Pieces:
+        """`texts` (sentences or whole lines, of input line `lines[i]`) → pieces."""
+        sources, owners, cut = [], [], 0
+        for ids, line in zip(encode(texts, self.tokenizer), lines, strict=True):
+            parts = [ids] if len(ids) <= self.room + 1 else self.cut(ids[:-1])
+            cut += len(parts) > 1
+            sources += parts
+            owners += [line] * len(parts)
+        return Pieces(sources, owners, cut)
+
+    def cut(self, ids: np.ndarray) -> list[np.ndarray]:
+        """Ids (no EOS) longer than `room` → pieces of at most `room` ids, each + EOS: the
+        longest prefix that ends a clause, again and again; a stretch with no clause end
+        within `room` into equal pieces."""
+        parts, start = [], 0
+        while len(ids) - start > self.room:
+            window = ids[start : start + self.room]
+            ends = np.flatnonzero(self.clause_end[window])
+            length = int(ends[-1]) + 1 if ends.size else self.equal_share(ids[start:])
+            stop = start + length
+            parts.append(ids[start:stop])
+            start = stop
+        parts.append(ids[start:])
+        return [np.append(p, EOS).astype(ids.dtype) for p in parts]
+
+    def equal_share(self, ids: np.ndarray) -> int:
+        """How long the first of equal pieces of `ids` is, moved back to a word start when
+        one is near (within a quarter of the piece)."""
+        count = -(-len(ids) // self.room)
+        size = -(-len(ids) // count)
+        starts = np.flatnonzero(self.word_start[ids[size * 3 // 4 : size + 1]])
+        return size * 3 // 4 + int(starts[-1]) if starts.size and starts[-1] > 0 else size
+
+
+def units(texts: Sequence[str], split: bool) -> tuple[list[str], list[int]]:
+    """The texts to translate for each of `texts` (its sentences, or itself), and the
+    index of the line each belongs to. Blank lines have none."""
+    out, owners = [], []
+    for i, text in enumerate(texts):
+        parts = sentences(text) if split else [text] if text else []
+        out += parts
+        owners += [i] * len(parts)
+    return out, owners
+
+
+def join(translations: Sequence[str]) -> str:
+    """Translations of consecutive sentences as one line: no space between them, except
+    between two Latin letters or digits (a name or number at both ends)."""
+    text = ""
+    for part in translations:
+        if not part:
+            continue
+        if text and _LATIN_END.search(text) and _LATIN_START.search(part):
+            text += " "
+        text += part
+    return text
