@@ -9,6 +9,7 @@ from translator.corpus.pipeline import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
+from translator.inference.sampling import one_at_a_time
 from translator.inference.search import NEVER_OUTPUT, beam_search, greedy, length_penalty
 from translator.inference.torch_engine import Translator
 from translator.model.transformer import Transformer
@@ -181,6 +182,46 @@ class TableModel:
             probs[PAD] = 1 - (probs.sum() - probs[PAD])
             rows.append(probs.log())
         return torch.stack(rows)[:, None, :], self.State(prefixes)
+
+
+class LoopingModel(TableModel):
+    """Next-token probabilities by the last token alone: 4 → 5 → 4 → … loops (and with
+    length penalty 2, beam search prefers the longest loop too)."""
+
+    NEXT = {BOS: {4: 0.6, 5: 0.3}, 4: {5: 0.9, EOS: 0.05}, 5: {4: 0.9, EOS: 0.05}}
+
+    def __init__(self):
+        super().__init__({}, vocab=6)
+
+    def decode(self, tokens, state):
+        prefixes = [p + [t] for p, t in zip(state.prefixes, tokens[:, 0].tolist(), strict=True)]
+        rows = []
+        for prefix in prefixes:
+            probs = torch.full((self.vocab,), 1e-6)
+            for token, p in self.NEXT.get(prefix[-1], {EOS: 0.9}).items():
+                probs[token] = p
+            probs[PAD] = 1 - (probs.sum() - probs[PAD])
+            rows.append(probs.log())
+        return torch.stack(rows)[:, None, :], self.State(prefixes)
+
+
+def test_the_ngram_guard_stops_a_loop_in_greedy_and_beam_search():
+    model, src = LoopingModel(), torch.tensor([[4, EOS], [5, EOS]])
+    limits, mask = torch.tensor([8, 8]), padding_mask(src)
+
+    def greedy_with(guard):
+        return [ids for ids, _ in one_at_a_time(model, src, mask, limits, no_repeat_ngram=guard)]
+
+    assert greedy_with(0) == [[4, 5, 4, 5, 4, 5, 4, 5]] * 2
+    assert greedy_with(2) == [[4, 5, 4]] * 2  # "4 5" again is blocked: EOS is next best
+    assert greedy_with(3) == [[4, 5, 4, 5]] * 2
+    for guard in (1, 2, 3):
+        found = beam_search(model, src, mask, limits, 4, 2.0, nbest=4, no_repeat_ngram=guard)
+        hypotheses = [ids for sentence in found for ids, _ in sentence]
+        assert len(hypotheses) == 8
+        for ids in hypotheses:
+            grams = [tuple(ids[i : i + guard]) for i in range(len(ids) - guard + 1)]
+            assert len(grams) == len(set(grams)), ids
 
 
 def test_search_goes_on_while_a_live_hypothesis_can_still_win():

@@ -85,6 +85,40 @@ def test_beam_search_equals_ours_without_length_penalty(trained, tmp_path):
     assert theirs.translate(SENTENCES) == ours.translate(SENTENCES)
 
 
+@pytest.mark.parametrize("nbest", [2, 4])
+def test_nbest_lists_equal_ours_in_order_with_scores_within_one_percent(trained, tmp_path, nbest):
+    """Scores differ by CTranslate2 renormalising each step over the tokens it may write
+    (<pad>, <s>, <unk> suppressed before the softmax; we mask after it, as fairseq does)."""
+    decode = DecodeConfig(batch_size=16, beam=4, length_penalty=0.0, nbest=nbest)
+    ours, theirs = both(trained, tmp_path, decode)
+    expected, got = ours.translate(SENTENCES), theirs.translate(SENTENCES)
+    assert [[h.text for h in line] for line in got] == [[h.text for h in line] for line in expected]
+    assert all(len(line) == nbest for line in expected if line)
+    for mine, theirs_ in zip(expected, got, strict=True):
+        assert [h.score for h in theirs_] == pytest.approx([h.score for h in mine], rel=1e-2)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_ngram_guard_equals_ours(trained, tmp_path, beam):
+    decode = DecodeConfig(batch_size=16, beam=beam, length_penalty=0.0, no_repeat_ngram=2)
+    ours, theirs = both(trained, tmp_path, decode)
+    assert theirs.translate(SENTENCES) == ours.translate(SENTENCES)
+
+
+def test_ctranslate2_sampling_is_seeded_and_greedy_at_temperature_zero(trained, tmp_path):
+    """CTranslate2 seeds each worker thread's generator once, at its first draw (its issue
+    #1757): a seed makes a freshly loaded engine's sampling reproducible, as in one
+    `translator translate` process."""
+    ours, theirs = both(trained, tmp_path, DecodeConfig(batch_size=16))
+    greedy = theirs.translate(SENTENCES)
+    assert theirs.with_decode(sample=True, temperature=0.0).translate(SENTENCES) == greedy
+    hot = DecodeConfig(batch_size=16, sample=True, temperature=1.5, topk=5, seed=3, nbest=2)
+    fresh = [CTranslate2Translator.from_dir(tmp_path / "ct2-None", hot) for _ in range(2)]
+    first, second = (engine.translate(SENTENCES) for engine in fresh)
+    assert first == second and all(len(s) == 2 for s in first if s)
+    assert [s[0].text if s else "" for s in first] != greedy
+
+
 def test_int8_model_translates_close_to_float32(trained, tmp_path):
     decode = DecodeConfig(batch_size=16)
     ours, theirs = both(trained, tmp_path, decode, quantization="int8")
