@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := configs/tiny.toml
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo test lint format splitters clean
 
 install: $(STAMP)
 
@@ -36,6 +36,11 @@ lint: install
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# the sentence splitters document mode was chosen from, measured on WMT lines (docs/translating.md)
+splitters: install
+	$(BIN)/pip install --quiet --disable-pip-version-check pysbd sentence-splitter
+	$(BIN)/python scripts/splitter_accuracy.py
 
 clean:
 	rm -rf $(VENV) runs data/prepared .pytest_cache .ruff_cache .import_linter_cache

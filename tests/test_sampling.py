@@ -53,7 +53,7 @@ def test_a_line_of_two_sentences_sums_their_scores(translator):
 
 def test_nbest_above_the_beam_is_refused():
     with pytest.raises(UserError, match="decode.nbest \\(3\\) must be at most decode.beam"):
-        from translator.config import check_decode
+        from translator.config_checks import check_decode
 
         check_decode(DecodeConfig(beam=2, nbest=3))
 
@@ -102,7 +102,7 @@ def test_temperature_zero_is_greedy_and_the_seed_makes_it_reproducible(translato
 
 
 def test_sampling_with_a_beam_is_refused():
-    from translator.config import check_decode
+    from translator.config_checks import check_decode
 
     with pytest.raises(UserError, match="it takes no beam"):
         check_decode(DecodeConfig(sample=True, beam=4))
@@ -132,3 +132,10 @@ def test_the_guard_applies_to_real_model_outputs_too(translator, sources):
     loose = [ids for ids, _ in one_at_a_time(model, src, padding_mask(src), max_lens)]
     assert all(repeated_ngrams(ids, 2) == 0 for ids, _ in found)
     assert any(repeated_ngrams(ids, 2) for ids in loose)  # the guard had work to do
+
+
+def test_the_api_checks_decode_settings_as_the_config_does(translator):
+    with pytest.raises(ValueError, match="at most decode.beam"):
+        translator.translate(SENTENCES, nbest=3)
+    with pytest.raises(ValueError, match="it takes no beam"):
+        translator.with_decode(sample=True, beam=3)

@@ -117,7 +117,8 @@ def translate(
 
 def rendered(lines: list[str], results: list) -> list[str]:
     """The output lines: the translations, or with --nbest one JSON object a line:
-    {"source": ..., "hypotheses": [{"text": ..., "score": ...}, ...]}, best first."""
+    {"source": ..., "hypotheses": [{"text": ..., "score": ...}, ...]}, best first, scores
+    to 4 decimals."""
     if not results or isinstance(results[0], str):
         return results
     return [

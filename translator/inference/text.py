@@ -21,8 +21,10 @@ import numpy as np
 import torch
 
 from translator.config import DecodeConfig
+from translator.config_checks import check_decode
 from translator.data.normalization import CONTROL, normalize_en
 from translator.data.tokenizer import Tokenizer
+from translator.errors import UserError
 from translator.inference import document
 from translator.inference.document import Cutter
 
@@ -53,9 +55,14 @@ class TextTranslator:
         self._cutter: Cutter | None = None
 
     def with_decode(self, **changes) -> TextTranslator:
-        """The same engine and model with other decoding settings, e.g. beam=5."""
+        """The same engine and model with other decoding settings, e.g. beam=5, checked as
+        the config checks them (a ValueError when they do not fit together)."""
         other = copy.copy(self)
         other.decode = dataclasses.replace(self.decode, **changes)
+        try:
+            check_decode(other.decode)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
         return other
 
     def translate(
