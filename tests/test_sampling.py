@@ -101,11 +101,10 @@ def test_temperature_zero_is_greedy_and_the_seed_makes_it_reproducible(translato
     assert any(len({s.text for s in samples}) > 1 for samples in first)  # they differ
 
 
-def test_sampling_with_a_beam_is_refused():
-    from translator.config_checks import check_decode
-
-    with pytest.raises(UserError, match="it takes no beam"):
-        check_decode(DecodeConfig(sample=True, beam=4))
+def test_sampling_ignores_the_beam_of_the_config(translator):
+    """A config that decodes with beam 5 can still sample: sampling has no beam."""
+    sampled = translator.with_decode(sample=True, seed=2, nbest=3)
+    assert sampled.with_decode(beam=5).translate(SENTENCES) == sampled.translate(SENTENCES)
 
 
 def test_block_repeats_bans_exactly_the_tokens_that_would_repeat_an_ngram():
@@ -137,5 +136,5 @@ def test_the_guard_applies_to_real_model_outputs_too(translator, sources):
 def test_the_api_checks_decode_settings_as_the_config_does(translator):
     with pytest.raises(ValueError, match="at most decode.beam"):
         translator.translate(SENTENCES, nbest=3)
-    with pytest.raises(ValueError, match="it takes no beam"):
-        translator.with_decode(sample=True, beam=3)
+    with pytest.raises(ValueError, match="decode.topp"):
+        translator.with_decode(sample=True, topp=0.0)

@@ -76,8 +76,6 @@ def check_decode(d: DecodeConfig) -> None:
     for key, (ok, rule) in checks.items():
         if not ok:
             raise UserError(f"config key 'decode.{key}' {rule}, got {getattr(d, key)}")
-    if d.sample and d.beam > 1:
-        raise UserError("sampling draws one token at a time: it takes no beam (decode.beam 1)")
     if not d.sample and d.nbest > d.beam:
         raise UserError(
             f"decode.nbest ({d.nbest}) must be at most decode.beam ({d.beam}): the search "

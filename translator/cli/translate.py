@@ -133,7 +133,7 @@ def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
     from translator.inference.stream import decoded_lines, prompt_loop, translate_stream
 
     if interactive and output is None:
-        prompt_loop(translator.translate)
+        prompt_loop(lambda lines: rendered(lines, translator.translate(lines)))
         return
     with nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8") as sink:
 
