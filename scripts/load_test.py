@@ -1,9 +1,20 @@
-"""Load test for `translator serve`, batching on against off in one run: N concurrent
-clients send requests for T seconds to a server on 127.0.0.1 (loopback only; the counts
-and times are bounded), then requests/s, sentences/s, latency percentiles and errors.
+"""Load test for `translator serve` on 127.0.0.1 (loopback only; the counts and times are
+bounded). Three modes:
+
+  batching  (default) batching on against off in one run: N concurrent clients send
+            requests for T seconds, then requests/s, latency percentiles and errors
+  overload  more clients than the server's queue admits: how many got 200 and how many
+            503, p50/p99 of the 200s, and the server's resident memory before and after
+            (every client waits as long as a 503's Retry-After asks before its next request)
+  hostile   normal traffic from N clients while one more sends the hostile requests of
+            scripts/hostile.py one by one: each one's status, seconds and the server's
+            memory, tracebacks in the server's log, and whether normal requests kept
+            succeeding
 
     python scripts/load_test.py                       # 16 clients, 20 s each way
     python scripts/load_test.py --clients 32 --seconds 30 --beam 5
+    python scripts/load_test.py --mode overload --clients 200 --set serve.max_queue=64
+    python scripts/load_test.py --mode hostile --clients 4
 
 The model is the config's run best.pt (or --checkpoint); without one, the config's data is
 prepared if needed and a model trained for one minute into a temporary run (barely
@@ -27,7 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+from hostile import rss_mb, run_probes  # noqa: E402
 
 from translator import config as config_module  # noqa: E402
 from translator.data.layout import read_split, tokenizer_file  # noqa: E402
@@ -66,12 +79,21 @@ def model_for(config_path: str, checkpoint: Path | None, work: Path) -> Path:
 
 
 class Server:
-    def __init__(self, config_path: str, checkpoint: Path, batching: bool):
+    def __init__(
+        self,
+        config_path: str,
+        checkpoint: Path,
+        batching: bool,
+        sets: list[str] = (),
+        log: Path | None = None,
+    ):
         self.port = free_port()
         flag = "--batching" if batching else "--no-batching"
         command = translator_cli("serve", "-c", config_path, "--checkpoint", str(checkpoint), flag)
+        command += [arg for item in sets for arg in ("--set", item)]
+        self.log = log.open("w") if log else None
         self.process = subprocess.Popen(
-            [*command, "--port", str(self.port)], stdout=subprocess.DEVNULL
+            [*command, "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=self.log
         )
         for _ in range(600):
             if self.process.poll() is not None:
@@ -83,9 +105,12 @@ class Server:
                 time.sleep(0.1)
         sys.exit("the server did not start within 60 s")
 
-    def stop(self) -> None:
+    def stop(self) -> int:
         self.process.terminate()
-        self.process.wait(timeout=30)
+        code = self.process.wait(timeout=30)
+        if self.log:
+            self.log.close()
+        return code
 
 
 def client(port: int, bodies: list[bytes], until: float, latencies: list, errors: list):
@@ -101,6 +126,8 @@ def client(port: int, bodies: list[bytes], until: float, latencies: list, errors
             response.read()
             if response.status != 200:
                 errors.append(response.status)
+                retry = float(response.getheader("Retry-After") or 0)
+                time.sleep(min(retry, max(0.0, until - time.monotonic())))  # as asked
             else:
                 latencies.append(time.perf_counter() - start)
         except (OSError, http.client.HTTPException) as exc:
@@ -129,6 +156,7 @@ def load(port: int, clients: int, seconds: float, bodies: list[bytes]) -> dict:
     elapsed = time.perf_counter() - start
     cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
     return {
+        "statuses": {s: errors.count(s) for s in set(errors)},
         "requests": len(latencies),
         "per_s": len(latencies) / elapsed,
         "p50": cuts[49] * 1000,
@@ -142,10 +170,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu.toml"))
     parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--mode", choices=("batching", "overload", "hostile"), default="batching")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--per-request", type=int, default=1, help="sentences per request")
     parser.add_argument("--beam", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], help="a serve config override")
     args = parser.parse_args()
     if not 1 <= args.clients <= MAX_CLIENTS or not 0 < args.seconds <= MAX_SECONDS:
         sys.exit(f"--clients must be 1–{MAX_CLIENTS} and --seconds at most {MAX_SECONDS}")
@@ -160,17 +190,24 @@ def main() -> None:
             for i in range(0, len(english) - k + 1, k)
         ]
         print(
-            f"{args.clients} clients × {args.seconds:g} s, {k} sentence(s) a request, "
-            f"beam {args.beam}, model {checkpoint}"
+            f"{args.mode}: {args.clients} clients × {args.seconds:g} s, {k} sentence(s) a "
+            f"request, beam {args.beam}, model {checkpoint}"
         )
-        results = {}
-        for batching in (True, False):
-            server = Server(args.config, checkpoint, batching)
-            try:
-                load(server.port, args.clients, 2.0, bodies)  # warm-up, not counted
-                results[batching] = load(server.port, args.clients, args.seconds, bodies)
-            finally:
-                server.stop()
+        modes = {"batching": compare_batching, "overload": overload, "hostile": hostile}
+        failed = modes[args.mode](args, checkpoint, bodies, Path(work))
+    if failed:
+        sys.exit(1)
+
+
+def compare_batching(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
+    results = {}
+    for batching in (True, False):
+        server = Server(args.config, checkpoint, batching, args.set)
+        try:
+            load(server.port, args.clients, 2.0, bodies)  # warm-up, not counted
+            results[batching] = load(server.port, args.clients, args.seconds, bodies)
+        finally:
+            server.stop()
     print(
         f"\n  {'batching':9s} {'requests':>8s} {'req/s':>7s} {'p50 ms':>7s} {'p95 ms':>7s} "
         f"{'p99 ms':>7s} {'errors':>6s}"
@@ -185,8 +222,67 @@ def main() -> None:
         f"\nbatching on ÷ off: {on['per_s'] / off['per_s']:.2f}× requests/s; "
         f"errors {on['errors'] + off['errors']}"
     )
-    if on["errors"] + off["errors"]:
-        sys.exit(1)
+    return bool(on["errors"] + off["errors"])
+
+
+def overload(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
+    """More clients than the queue admits: the 200s, the 503s, and the server's memory."""
+    server = Server(args.config, checkpoint, True, args.set)
+    try:
+        before = rss_mb(server.process.pid)
+        r = load(server.port, args.clients, args.seconds, bodies)
+        after = rss_mb(server.process.pid)
+        health = timed_health(server.port)
+    finally:
+        server.stop()
+    refused = r["statuses"].get(503, 0)
+    print("\n| clients | 200 | 503 | other | p50 ms (200s) | p99 ms (200s) | RSS MB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(
+        f"| {args.clients} | {r['requests']} | {refused} | {r['errors'] - refused} | "
+        f"{r['p50']:.0f} | {r['p99']:.0f} | {before:.0f} → {after:.0f} |"
+    )
+    print(f"\n/health right after the flood: {health}")
+    return False
+
+
+def timed_health(port: int) -> str:
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/health")
+    status = connection.getresponse().status
+    return f"{status} in {(time.perf_counter() - start) * 1000:.0f} ms"
+
+
+def hostile(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
+    """Hostile requests one by one while `--clients` clients send normal traffic."""
+    log = work / "server.log"
+    server = Server(args.config, checkpoint, True, args.set, log)
+    normal: dict = {}
+    try:
+        traffic = threading.Thread(
+            target=lambda: normal.update(load(server.port, args.clients, args.seconds, bodies))
+        )
+        traffic.start()
+        outcomes = run_probes(server.port, server.process.pid)
+        traffic.join()
+        health = timed_health(server.port)
+    finally:
+        code = server.stop()
+    tracebacks = log.read_text(errors="replace").count("Traceback")
+    print("\n| probe | status | seconds | server RSS MB before → after |")
+    print("| --- | --- | ---: | --- |")
+    for o in outcomes:
+        print(
+            f"| {o.probe} | {o.status} | {o.seconds:.2f} | "
+            f"{o.rss_before_mb:.0f} → {o.rss_after_mb:.0f} |"
+        )
+    print(
+        f"\nnormal traffic meanwhile: {normal.get('requests', 0)} answered 200, "
+        f"{normal.get('errors', 0)} not; /health after: {health}; tracebacks in the server "
+        f"log: {tracebacks}; server exit code on SIGTERM: {code}"
+    )
+    return bool(normal.get("errors"))
 
 
 if __name__ == "__main__":

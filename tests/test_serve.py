@@ -52,8 +52,9 @@ def call(url: str, body: bytes | None = None) -> tuple[int, dict | str]:
 
 
 @contextlib.contextmanager
-def serving(config_file: Path, *options: str):
-    """`translator serve` on a free port in its own process; yields its base URL."""
+def serving(config_file: Path, *options: str, with_process: bool = False):
+    """`translator serve` on a free port in its own process; yields its base URL (and the
+    process, `with_process`)."""
     port = free_port()
     command = [sys.executable, "-m", "translator", "serve", "-c", str(config_file), *options]
     process = subprocess.Popen(
@@ -70,7 +71,7 @@ def serving(config_file: Path, *options: str):
             if process.poll() is not None:
                 pytest.fail(process.stderr.read())
             time.sleep(0.1)
-        yield url
+        yield (url, process) if with_process else url
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -116,7 +117,13 @@ def test_translations_equal_the_library_and_the_page_is_served(server, trained):
     ("payload", "status", "fragment"),
     [
         (b"{not json", 400, "not valid JSON"),
-        (b"\xff\xfe", 400, "not valid JSON"),
+        (b"\xff\xfe", 400, "not UTF-8"),
+        (b'{"text": ["Hi."], "text": ["Ho."]}', 400, "key 'text' is given more than once"),
+        (b'{"text": ["Hi."], "beam": NaN}', 400, "NaN is not a JSON number"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "nested too deeply"),
+        (b'{"text": ["Hi."], "beam": 1' + b"0" * 5000 + b"}", 400, "not acceptable JSON"),
+        ({"text": ["Hi."], "beam": True}, 422, '"beam"'),
+        ({"text": ["Hi."], "beam": 2.0}, 422, '"beam"'),
         (["Hello."], 422, "JSON object"),
         ({"text": "Hello."}, 422, "list of strings"),
         ({"text": [1, 2]}, 422, "list of strings"),

@@ -116,6 +116,10 @@ class ServeConfig:
     max_sentences: int = 64  # per request
     max_chars: int = 1000  # per sentence
     max_beam: int = 8
+    max_queue: int = 512  # sentences waiting to be decoded; beyond: 503 with Retry-After
+    max_body_kb: int = 1024  # a larger request body is refused (413) before it is read
+    read_timeout_s: float = 10.0  # a request body must arrive within this (else 408)
+    request_timeout_s: float = 60.0  # no answer within this: 503
 
 
 @dataclass

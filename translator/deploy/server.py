@@ -10,13 +10,16 @@ Requests arriving together are decoded together: the first request of a batch wa
 `serve.batch_wait_ms` for others (up to `decode.batch_size` sentences), then one decode
 runs in a worker thread while the next batch gathers, so throughput grows with
 concurrency. Requests with different settings (beam, split, nbest) are decoded in separate
-groups. A bad request (not JSON, wrong types, an empty list, too many or too long
-sentences, a beam or nbest out of range) gets a 4xx JSON `{"error": ...}`, never a 500.
+groups. At most `serve.max_queue` sentences wait: a request beyond that gets 503 with
+Retry-After at once. What a request may cost before the app sees it (body size, read and
+answer timeouts, clients that leave) is limits.py's; its body is checked against the
+models of schema.py, which `/openapi.json` publishes. A bad request (too large, not JSON or
+not acceptable JSON, wrong types, an empty list, too many or too long sentences, a beam or
+nbest out of range) gets a 4xx JSON `{"error": ...}`, never a 500.
 """
 
 import asyncio
 import dataclasses
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from importlib import resources
 from typing import Any
 
 from translator.config import ServeConfig
+from translator.deploy.limits import BadRequest, Limits, parse_json
 from translator.errors import UserError
 from translator.inference.text import TextTranslator
 
@@ -59,8 +63,17 @@ class Batcher:
     decodes the sentences of the requests with the same settings in one call, one decode at
     a time."""
 
-    def __init__(self, translator: TextTranslator, wait: float, max_sentences: int, on: bool):
+    def __init__(
+        self,
+        translator: TextTranslator,
+        wait: float,
+        max_sentences: int,
+        on: bool,
+        max_queue: int = 1 << 30,
+    ):
         self.translator = translator
+        self.max_queue = max_queue
+        self.queued = 0  # sentences waiting, not yet taken into a batch
         self.wait = wait if on else 0.0
         self.max_sentences = max_sentences if on else 1
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -69,14 +82,24 @@ class Batcher:
         self.decodes = 0  # how many decodes ran (for tests and /health)
 
     async def translate(self, sentences: list[str], settings: Settings) -> list:
+        """The translations of `sentences`, once decoded; BadRequest 503 at once when the
+        queue has no room for them. Cancelling the call drops them if not yet decoding."""
+        if self.queued + len(sentences) > self.max_queue:
+            raise BadRequest(
+                503,
+                f"busy: {self.queued} sentences are waiting (serve.max_queue "
+                f"{self.max_queue}); try again shortly",
+                {"Retry-After": "1"},
+            )
         done = asyncio.get_running_loop().create_future()
-        await self.queue.put(_Pending(sentences, settings, done))
+        self.queued += len(sentences)
+        self.queue.put_nowait(_Pending(sentences, settings, done))
         return await done
 
     async def run(self) -> None:
         while True:
             batch = await self._gather()
-            for settings in dict.fromkeys(p.settings for p in batch):
+            for settings in dict.fromkeys(p.settings for p in batch if not p.done.done()):
                 await self._decode([p for p in batch if p.settings == settings], settings)
 
     async def _gather(self) -> list[_Pending]:
@@ -91,7 +114,8 @@ class Batcher:
                 break
             batch.append(item)
             size += len(item.sentences)
-        return batch
+        self.queued -= size
+        return [p for p in batch if not p.done.done()]  # a cancelled request is not decoded
 
     async def _decode(self, requests: list[_Pending], settings: Settings) -> None:
         sentences = [s for p in requests for s in p.sentences]
@@ -103,27 +127,33 @@ class Batcher:
             outputs = await loop.run_in_executor(self.executor, engine.translate, sentences)
         except Exception as exc:  # noqa: BLE001 - handed to each waiting request
             for p in requests:
-                p.done.set_exception(exc)
+                if not p.done.done():
+                    p.done.set_exception(exc)
             return
         self.decodes += 1
         start = 0
         for p in requests:
-            p.done.set_result(outputs[start : start + len(p.sentences)])
+            if not p.done.done():  # cancelled while it was decoding: nobody waits for it
+                p.done.set_result(outputs[start : start + len(p.sentences)])
             start += len(p.sentences)
 
 
 def check_request(body: Any, limits: ServeConfig, defaults: Settings) -> tuple[list[str], Settings]:
-    """The sentences and settings of a request body; BadRequest (status, message) if it is
-    not one we can answer."""
+    """The sentences and settings of a parsed request body, checked against the request
+    model and the serve limits; BadRequest (status, message) if it is not one we answer."""
+    from pydantic import ValidationError
+
+    from translator.deploy.schema import TranslateRequest
+
     if not isinstance(body, dict):
         raise BadRequest(422, 'the body must be a JSON object like {"text": ["Hello."]}')
-    unknown = set(body) - {"text", "beam", "split", "nbest"}
-    if unknown:
-        raise BadRequest(422, f"unknown field(s): {', '.join(sorted(unknown))}")
-    text, beam = body.get("text"), body.get("beam", defaults.beam)
-    split, nbest = body.get("split", defaults.split), body.get("nbest", 0)
-    if not isinstance(text, list) or not all(isinstance(s, str) for s in text):
-        raise BadRequest(422, '"text" must be a list of strings')
+    try:
+        request = TranslateRequest.model_validate(body)
+    except ValidationError as exc:
+        raise BadRequest(422, _explained(exc.errors(), limits)) from None
+    text = request.text
+    beam = defaults.beam if request.beam is None else request.beam
+    split = defaults.split if request.split is None else request.split
     if not text:
         raise BadRequest(422, '"text" is empty: give at least one sentence')
     if len(text) > limits.max_sentences:
@@ -131,19 +161,25 @@ def check_request(body: Any, limits: ServeConfig, defaults: Settings) -> tuple[l
     longest = max(len(s) for s in text)
     if longest > limits.max_chars:
         raise BadRequest(413, f"a sentence has {longest} characters > {limits.max_chars}")
-    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= limits.max_beam:
+    if not 1 <= beam <= limits.max_beam:
         raise BadRequest(422, f'"beam" must be an integer from 1 to {limits.max_beam}')
-    if not isinstance(split, bool):
-        raise BadRequest(422, '"split" must be true or false')
-    if isinstance(nbest, bool) or not isinstance(nbest, int) or not 0 <= nbest <= beam:
+    if request.nbest > beam:
         raise BadRequest(422, f'"nbest" must be an integer from 0 to the beam ({beam})')
-    return text, Settings(beam, split, nbest)
+    return text, Settings(beam, split, request.nbest)
 
 
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
+def _explained(errors: list[dict], limits: ServeConfig) -> str:
+    """pydantic's findings about a request, as one message in the API's own words."""
+    unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        return f"unknown field(s): {', '.join(sorted(unknown))}"
+    field = str(errors[0]["loc"][0]) if errors[0]["loc"] else ""
+    return {
+        "text": '"text" must be a list of strings',
+        "beam": f'"beam" must be an integer from 1 to {limits.max_beam}',
+        "split": '"split" must be true or false',
+        "nbest": '"nbest" must be an integer from 0 to the beam',
+    }.get(field, f"{field or 'the body'}: {errors[0]['msg']}")
 
 
 def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str, Any]):
@@ -151,9 +187,13 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
+    from translator.deploy.schema import ErrorResponse, TranslateRequest, TranslateResponse
+
     wait = limits.batch_wait_ms / 1000
     defaults = Settings(translator.decode.beam, translator.decode.split)
-    batcher = Batcher(translator, wait, translator.decode.batch_size, limits.batching)
+    batcher = Batcher(
+        translator, wait, translator.decode.batch_size, limits.batching, limits.max_queue
+    )
     page = resources.files("translator.deploy").joinpath("static/index.html").read_text("utf-8")
 
     async def lifespan(app):
@@ -163,33 +203,47 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
 
     app = FastAPI(title="translator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.batcher = batcher
+    app.add_middleware(
+        Limits,
+        max_body=limits.max_body_kb * 1024,
+        read_timeout=limits.read_timeout_s,
+        request_timeout=limits.request_timeout_s,
+    )
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, exc: BadRequest):
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception):
         message = str(exc) if isinstance(exc, UserError) else type(exc).__name__
         return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
 
-    @app.post("/translate")
+    errors = {status: {"model": ErrorResponse} for status in (400, 408, 413, 422, 503)}
+    body_schema = {
+        "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}}
+    }
+
+    @app.post(
+        "/translate",
+        response_model=TranslateResponse,
+        response_model_exclude_none=True,
+        responses=errors,
+        openapi_extra={"requestBody": {"required": True, **body_schema}},
+    )
     async def translate(request: Request):
+        """Translate English texts (read strictly: see the request schema)."""
         started = time.perf_counter()
-        try:
-            body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BadRequest(400, "the body is not valid JSON") from None
-        sentences, settings = check_request(body, limits, defaults)
+        sentences, settings = check_request(parse_json(await request.body()), limits, defaults)
         found = await batcher.translate(sentences, settings)
-        ms = (time.perf_counter() - started) * 1000
+        ms = round((time.perf_counter() - started) * 1000, 1)
         if not settings.nbest:
-            return {"translations": found, "beam": settings.beam, "milliseconds": round(ms, 1)}
+            return {"translations": found, "beam": settings.beam, "milliseconds": ms}
         return {
             "translations": [hypotheses[0].text if hypotheses else "" for hypotheses in found],
             "hypotheses": [[h._asdict() for h in hypotheses] for hypotheses in found],
             "beam": settings.beam,
-            "milliseconds": round(ms, 1),
+            "milliseconds": ms,
         }
 
     @app.get("/health")

@@ -1,0 +1,190 @@
+"""`translator serve` against hostile and overloading clients, on a real server process on
+127.0.0.1: bodies refused before they are read, stalled bodies timed out, a bounded queue
+answering 503 with Retry-After, dropped clients' requests never decoded, the request
+schema published, and no traceback in the server's log."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import tiny_config, to_toml
+
+pytest.importorskip("fastapi")
+from test_serve import CountingTranslator, call, post, serving  # noqa: E402
+
+from translator.deploy.limits import BadRequest  # noqa: E402
+from translator.deploy.server import Batcher, Settings  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def strict_config(trained, tmp_path_factory):
+    config = tiny_config(trained.parents[2]).to_dict()
+    config["serve"].update(max_body_kb=64, read_timeout_s=1.0, max_queue=8)
+    path = tmp_path_factory.mktemp("strict") / "strict.toml"
+    path.write_text(to_toml(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def strict(strict_config):
+    """A server with small limits, and its process."""
+    with serving(strict_config, with_process=True) as (url, process):
+        yield url, process
+
+
+def raw(url: str, head: str, body: bytes = b"", wait: float = 10.0) -> tuple[str, float]:
+    """Send a hand-written request; the status line's code and the seconds it took."""
+    port = int(url.rsplit(":", 1)[1])
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        answer = sock.recv(4096)
+    return answer.split(b" ", 2)[1].decode(), time.perf_counter() - start
+
+
+def test_a_body_over_the_limit_is_refused_from_its_content_length(strict):
+    url, _ = strict
+    head = "POST /translate HTTP/1.1\nHost: x\nContent-Type: application/json\n"
+    status, seconds = raw(url, head + f"Content-Length: {200 * 1024 * 1024}\n")
+    assert status == "413" and seconds < 2  # answered without waiting for the body
+
+
+def test_a_streamed_body_is_cut_off_at_the_limit(strict):
+    url, _ = strict
+    head = "POST /translate HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\n"
+    chunk = b"a" * 65536
+    body = b"%x\r\n%s\r\n" % (len(chunk), chunk) * 2  # 128 KB > 64 KB, never terminated
+    assert raw(url, head, body)[0] == "413"
+
+
+def test_a_stalled_body_times_out(strict):
+    url, _ = strict
+    head = "POST /translate HTTP/1.1\nHost: x\nContent-Length: 1000\n"
+    status, seconds = raw(url, head, b'{"text": [')
+    assert status == "408" and 0.9 < seconds < 5
+
+
+def test_an_over_full_queue_answers_503_with_retry_after_and_health_stays_up(strict):
+    url, _ = strict
+    body = {"text": [f"Tom can see the cat {i}." for i in range(8)], "beam": 4}
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda _: post(url, body), range(12)))
+    statuses = sorted(status for status, _ in answers)
+    assert 200 in statuses and 503 in statuses, statuses
+    busy = next(body for status, body in answers if status == 503)
+    assert "serve.max_queue" in busy["error"]
+    assert call(url + "/health")[0] == 200
+
+
+def test_retry_after_is_sent_with_503():
+    async def scenario():
+        batcher = Batcher(CountingTranslator(), wait=0.0, max_sentences=8, on=True, max_queue=4)
+        waiting = asyncio.ensure_future(batcher.translate(["a"] * 4, Settings(1, True)))
+        await asyncio.sleep(0)
+        with pytest.raises(BadRequest) as refused:
+            await batcher.translate(["b"], Settings(1, True))
+        waiting.cancel()
+        return refused.value
+
+    refused = asyncio.run(scenario())
+    assert refused.status == 503 and refused.headers == {"Retry-After": "1"}
+
+
+def test_a_cancelled_request_is_not_decoded():
+    fake = CountingTranslator()
+
+    async def scenario():
+        batcher = Batcher(fake, wait=0.05, max_sentences=64, on=True)
+        task = asyncio.create_task(batcher.run())
+        gone = asyncio.ensure_future(batcher.translate(["gone"], Settings(1, True)))
+        kept = asyncio.ensure_future(batcher.translate(["kept"], Settings(1, True)))
+        await asyncio.sleep(0.01)
+        gone.cancel()  # what the middleware does when its client disconnects
+        answer = await kept
+        task.cancel()
+        return answer, batcher.queued
+
+    answer, queued = asyncio.run(scenario())
+    assert answer == ["KEPT"] and fake.calls == [["kept"]] and queued == 0
+
+
+def test_the_openapi_schema_describes_the_request(strict):
+    url, _ = strict
+    status, schema = call(url + "/openapi.json")
+    body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
+    assert status == 200 and set(body["schema"]["properties"]) == {"text", "beam", "split", "nbest"}
+    assert body["schema"]["additionalProperties"] is False
+
+
+def test_the_server_log_has_no_traceback(strict_config):
+    with serving(strict_config, with_process=True) as (url, process):
+        hostile_then_normal(url)
+        process.terminate()
+        log = process.communicate(timeout=30)[1]
+    assert "Traceback" not in log, log
+
+
+def hostile_then_normal(url: str) -> None:
+    for payload in (b"[" * 20_000 + b"]" * 20_000, b'{"text": ["Hi."], "beam": NaN}'):
+        assert post(url, payload)[0] == 400
+    head = "POST /translate HTTP/1.1\nHost: x\nContent-Length: 100\n"
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as sock:  # leaves mid-body
+        sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + b'{"te')
+    time.sleep(0.3)
+    assert post(url, {"text": ["Hi."]})[0] == 200
+
+
+def run_limits(app, messages, request_timeout=5.0, disconnect_after=None):
+    """Limits around `app`, fed `messages` (then a disconnect after `disconnect_after`
+    seconds, or never); what it sent."""
+    from translator.deploy.limits import Limits
+
+    sent = []
+
+    async def scenario():
+        queue = list(messages)
+
+        async def receive():
+            if queue:
+                return queue.pop(0)
+            if disconnect_after is None:
+                await asyncio.sleep(3600)
+            await asyncio.sleep(disconnect_after)
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "headers": []}
+        await Limits(app, 1024, 1.0, request_timeout)(scope, receive, send)
+
+    asyncio.run(scenario())
+    return sent
+
+
+def test_an_answer_that_takes_too_long_is_a_503():
+    async def slow(scope, receive, send):
+        await asyncio.sleep(5)
+
+    sent = run_limits(slow, [{"type": "http.request", "body": b"{}"}], request_timeout=0.1)
+    assert sent[0]["status"] == 503 and b"serve.request_timeout_s" in sent[1]["body"]
+
+
+def test_a_client_that_leaves_cancels_its_request():
+    cancelled = []
+
+    async def waits(scope, receive, send):
+        assert (await receive())["body"] == b"{}"
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    sent = run_limits(waits, [{"type": "http.request", "body": b"{}"}], disconnect_after=0.1)
+    assert cancelled == [True] and sent == []

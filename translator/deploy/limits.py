@@ -1,0 +1,182 @@
+"""What a request may cost the server, enforced before the app sees it (an ASGI middleware
+around the FastAPI app), and the strict JSON reader the app parses bodies with.
+
+    Content-Length over serve.max_body_kb        → 413 at once, nothing read
+    the body growing past it while it streams    → 413, the rest never read
+    the body not complete in serve.read_timeout_s → 408 (a client that stalls mid-body)
+    the client gone before its answer            → its request cancelled (its sentences
+                                                   not decoded if they had not started);
+                                                   one log line, no traceback
+    no answer within serve.request_timeout_s     → 503
+
+The body is read here, whole and bounded, and handed to the app as if it had just
+arrived; the app never reads from a client's socket itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from typing import Any
+
+log = logging.getLogger(__name__)
+_BODY_METHODS = {"POST", "PUT", "PATCH"}
+
+
+class BadRequest(Exception):
+    """A request we will not answer, with its status and a message for the client."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def parse_json(body: bytes) -> Any:
+    """`body` as JSON, strictly: UTF-8, no NaN or Infinity, no key given twice, and any
+    nesting or number Python cannot take is a 400, never an exception of another kind."""
+    try:
+        return json.loads(
+            body.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys
+        )
+    except UnicodeDecodeError:
+        raise BadRequest(400, "the body is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(400, f"the body is not valid JSON: {exc.msg} at {exc.pos}") from None
+    except RecursionError:
+        raise BadRequest(400, "the JSON is nested too deeply") from None
+    except ValueError as exc:  # a duplicate key, NaN, or an integer of thousands of digits
+        raise BadRequest(400, f"the body is not acceptable JSON: {exc}") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        raise ValueError(f"key {twice[0]!r} is given more than once")
+    return dict(pairs)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+class Limits:
+    """The ASGI middleware: bounded body reading, timeouts, and cancelling the requests of
+    clients that went away."""
+
+    def __init__(self, app, max_body: int, read_timeout: float, request_timeout: float):
+        self.app = app
+        self.max_body, self.read_timeout, self.request_timeout = (
+            max_body,
+            read_timeout,
+            request_timeout,
+        )
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body:
+            await respond(send, 413, self._too_large())
+            return
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.read_timeout)
+        except _TooLarge:
+            await respond(send, 413, self._too_large())
+            return
+        except TimeoutError:
+            message = f"the request body did not arrive within {self.read_timeout:g} s"
+            await respond(send, 408, message)
+            return
+        except _Gone:
+            log.info("a client went away while sending its request")
+            return
+        await self._answer(scope, body, receive, send)
+
+    async def _read(self, receive) -> bytes:
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise _TooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _answer(self, scope, body: bytes, receive, send) -> None:
+        """Run the app on `body`; cancel it when the client disconnects or time runs out."""
+        gone = asyncio.Event()
+        started = False
+        delivered = False
+
+        async def replay():
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def tracked_send(message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        app = asyncio.ensure_future(self.app(scope, replay, tracked_send))
+        watcher = asyncio.ensure_future(_disconnected(receive, gone))
+        try:
+            await asyncio.wait(
+                {app, watcher}, timeout=self.request_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            watcher.cancel()
+        if app.done():
+            app.result()  # the app's own errors surface as they would without this
+            return
+        app.cancel()
+        await asyncio.gather(app, return_exceptions=True)
+        if gone.is_set():
+            log.info("a client went away before its answer; its request was dropped")
+        elif not started:
+            message = f"no answer within serve.request_timeout_s ({self.request_timeout:g} s)"
+            await respond(send, 503, message)
+
+    def _too_large(self) -> str:
+        return f"the body is larger than serve.max_body_kb ({self.max_body // 1024} KB)"
+
+
+async def _disconnected(receive, gone: asyncio.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
+def _content_length(scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            return int(value) if value.isdigit() else math.inf
+    return None
+
+
+async def respond(send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    """A JSON `{"error": message}` answer, written straight to the ASGI `send`."""
+    body = json.dumps({"error": message}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
