@@ -188,3 +188,52 @@ def test_a_client_that_leaves_cancels_its_request():
 
     sent = run_limits(waits, [{"type": "http.request", "body": b"{}"}], disconnect_after=0.1)
     assert cancelled == [True] and sent == []
+
+
+def request(url: str, method: str = "POST", body: bytes | None = None, **headers: str):
+    """(status, headers) of one request."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json", **headers}
+    req = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return response.status, dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers)
+
+
+def test_api_keys_and_cors(trained, tmp_path, monkeypatch):
+    config = tiny_config(trained.parents[2]).to_dict()
+    config["serve"].update(api_keys=["s3cret"], cors_origins=["https://ok.example"])
+    path = tmp_path / "keys.toml"
+    path.write_text(to_toml(config))
+    monkeypatch.setenv("TRANSLATOR_API_KEYS", "other-key, ")
+    body = b'{"text": ["Hi."]}'
+    with serving(path) as url:
+        api = url + "/translate"
+        status, headers = request(api, body=body)
+        assert status == 401 and headers["www-authenticate"] == "Bearer"
+        assert request(api, body=body, Authorization="Bearer wrong")[0] == 401
+        assert request(api, body=body, Authorization="Bearer s3cret")[0] == 200
+        assert request(api, body=body, **{"X-API-Key": "other-key"})[0] == 200  # from env
+        assert request(url + "/health", method="GET")[0] == 200  # open without a key
+        big = {"Content-Length": str(10**9)}
+        assert request(api, body=body, **big)[0] == 401  # no key: refused before the body
+        preflight = {
+            "Origin": "https://ok.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "x-api-key",
+        }
+        status, headers = request(api, method="OPTIONS", **preflight)
+        assert status == 200 and headers["access-control-allow-origin"] == "https://ok.example"
+        preflight["Origin"] = "https://evil.example"
+        assert "access-control-allow-origin" not in request(api, "OPTIONS", **preflight)[1]
+
+
+def test_no_cors_headers_by_default(strict):
+    url, _ = strict
+    headers = {"Origin": "https://any.example"}
+    status, got = request(url + "/translate", body=b'{"text": ["Hi."]}', **headers)
+    assert status == 200 and "access-control-allow-origin" not in {k.lower() for k in got}

@@ -120,6 +120,8 @@ class ServeConfig:
     max_body_kb: int = 1024  # a larger request body is refused (413) before it is read
     read_timeout_s: float = 10.0  # a request body must arrive within this (else 408)
     request_timeout_s: float = 60.0  # no answer within this: 503
+    api_keys: list[str] = field(default_factory=list)  # with any (or TRANSLATOR_API_KEYS): 401
+    cors_origins: list[str] = field(default_factory=list)  # origins browsers may call from
 
 
 @dataclass

@@ -27,6 +27,7 @@ from importlib import resources
 from typing import Any
 
 from translator.config import ServeConfig
+from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.limits import BadRequest, Limits, parse_json
 from translator.errors import UserError
 from translator.inference.text import TextTranslator
@@ -203,12 +204,24 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
 
     app = FastAPI(title="translator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.batcher = batcher
+    # the last added runs first: CORS (a browser's preflight needs no key), keys, limits
     app.add_middleware(
         Limits,
         max_body=limits.max_body_kb * 1024,
         read_timeout=limits.read_timeout_s,
         request_timeout=limits.request_timeout_s,
     )
+    if keys := api_keys(limits.api_keys):
+        app.add_middleware(RequireKey, keys=keys)
+    if limits.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=limits.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+        )
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, exc: BadRequest):
@@ -219,7 +232,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
         message = str(exc) if isinstance(exc, UserError) else type(exc).__name__
         return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
 
-    errors = {status: {"model": ErrorResponse} for status in (400, 408, 413, 422, 503)}
+    errors = {status: {"model": ErrorResponse} for status in (400, 401, 408, 413, 422, 503)}
     body_schema = {
         "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}}
     }
