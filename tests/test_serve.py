@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -57,9 +58,11 @@ def serving(config_file: Path, *options: str, with_process: bool = False):
     process, `with_process`)."""
     port = free_port()
     command = [sys.executable, "-m", "translator", "serve", "-c", str(config_file), *options]
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
-        [*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log, text=True
     )
+    process.log = Path(log.name)  # a file, not a pipe: one line a request would fill a pipe
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -69,7 +72,7 @@ def serving(config_file: Path, *options: str, with_process: bool = False):
             except (urllib.error.URLError, ConnectionError):
                 pass
             if process.poll() is not None:
-                pytest.fail(process.stderr.read())
+                pytest.fail(process.log.read_text())
             time.sleep(0.1)
         yield (url, process) if with_process else url
     finally:

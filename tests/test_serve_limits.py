@@ -6,6 +6,7 @@ schema published, and no traceback in the server's log."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -124,7 +125,8 @@ def test_the_server_log_has_no_traceback(strict_config):
     with serving(strict_config, with_process=True) as (url, process):
         hostile_then_normal(url)
         process.terminate()
-        log = process.communicate(timeout=30)[1]
+        process.wait(timeout=30)
+    log = process.log.read_text()
     assert "Traceback" not in log, log
 
 
@@ -237,3 +239,41 @@ def test_no_cors_headers_by_default(strict):
     headers = {"Origin": "https://any.example"}
     status, got = request(url + "/translate", body=b'{"text": ["Hi."]}', **headers)
     assert status == 200 and "access-control-allow-origin" not in {k.lower() for k in got}
+
+
+def test_metrics_and_one_access_line_per_request(strict_config):
+    with serving(strict_config, with_process=True) as (url, process):
+        assert post(url, {"text": ["Tom can see the cat.", "Hi."]})[0] == 200
+        assert post(url, b"{not json")[0] == 400
+        status, text = call(url + "/metrics")
+        process.terminate()
+        process.wait(timeout=30)
+    assert status == 200
+    assert 'translator_requests_total{path="/translate",status="200"} 1.0' in text
+    assert 'translator_requests_total{path="/translate",status="400"} 1.0' in text
+    assert "translator_sentences_total 2.0" in text and "translator_queue_sentences 0.0" in text
+    assert 'translator_request_seconds_bucket{le="60.0",path="/translate"} 2.0' in text
+    assert "translator_batch_sentences_count 1.0" in text
+    tokens = float(text.split("\ntranslator_source_tokens_total ")[1].split()[0])
+    assert tokens > 2
+    lines = [json.loads(line) for line in process.log.read_text().splitlines() if '"path"' in line]
+    posts = [line for line in lines if line["path"] == "/translate"]
+    assert [line["status"] for line in posts] == [200, 400]
+    assert all(line["client"] == "127.0.0.1" and line["ms"] >= 0 for line in posts)
+
+
+def test_sigterm_finishes_what_was_admitted_then_exits_0(trained, tmp_path):
+    config = tiny_config(trained.parents[2]).to_dict()
+    config["serve"].update(batch_wait_ms=1000)  # the request waits a second to be decoded
+    path = tmp_path / "slow.toml"
+    path.write_text(to_toml(config))
+    body = {"text": [f"Tom can see the cat and the dog {i}." for i in range(8)]}
+    with serving(path, with_process=True) as (url, process):
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(post, url, body)
+            time.sleep(0.3)  # admitted, waiting in the batcher
+            process.terminate()
+            status, got = answer.result(timeout=60)
+        code = process.wait(timeout=60)
+    assert status == 200 and len(got["translations"]) == 8
+    assert code == 0

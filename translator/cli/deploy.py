@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -110,7 +112,16 @@ def serve(
     app_ = create_app(translator, cfg.serve, about)
     _check_free(cfg.serve.host, cfg.serve.port)
     typer.echo(f"serving {origin} on http://{cfg.serve.host}:{cfg.serve.port} (Ctrl-C stops)")
-    uvicorn.run(app_, host=cfg.serve.host, port=cfg.serve.port, log_level="warning")
+    # SIGTERM: uvicorn stops accepting, finishes what it admitted, then raises the signal
+    # again once it has restored this handler: exit 0, a clean stop for a process manager
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    uvicorn.run(
+        app_,
+        host=cfg.serve.host,
+        port=cfg.serve.port,
+        log_level="warning",
+        timeout_graceful_shutdown=int(cfg.serve.request_timeout_s),
+    )
 
 
 def _check_free(host: str, port: int) -> None:

@@ -4,6 +4,7 @@
                      optional: "split": false (each text one sentence), "nbest": N (≤ beam:
                      "hypotheses" [[{"text", "score"}, ...], ...] added)
     GET  /health     →  {"status": "ok", "engine": ..., ...}
+    GET  /metrics    →  Prometheus metrics (observe.py)
     GET  /           →  a page to type English and see Chinese
 
 Requests arriving together are decoded together: the first request of a batch waits up to
@@ -29,6 +30,7 @@ from typing import Any
 from translator.config import ServeConfig
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.limits import BadRequest, Limits, parse_json
+from translator.deploy.observe import Metrics, Observe
 from translator.errors import UserError
 from translator.inference.text import TextTranslator
 
@@ -36,10 +38,11 @@ from translator.inference.text import TextTranslator
 def require_fastapi() -> None:
     try:
         import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
         raise UserError(
-            'serving needs FastAPI and uvicorn: pip install "translator[serve]"'
+            'serving needs FastAPI, uvicorn and prometheus-client: pip install "translator[serve]"'
         ) from None
 
 
@@ -71,8 +74,10 @@ class Batcher:
         max_sentences: int,
         on: bool,
         max_queue: int = 1 << 30,
+        on_decode=lambda sentences: None,
     ):
         self.translator = translator
+        self.on_decode = on_decode  # told each decode's sentences (for the metrics)
         self.max_queue = max_queue
         self.queued = 0  # sentences waiting, not yet taken into a batch
         self.wait = wait if on else 0.0
@@ -132,6 +137,7 @@ class Batcher:
                     p.done.set_exception(exc)
             return
         self.decodes += 1
+        self.on_decode(sentences)
         start = 0
         for p in requests:
             if not p.done.done():  # cancelled while it was decoding: nobody waits for it
@@ -195,6 +201,8 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
     batcher = Batcher(
         translator, wait, translator.decode.batch_size, limits.batching, limits.max_queue
     )
+    metrics = Metrics(lambda: batcher.queued, lambda s: sum(map(len, translator.src_tok.encode(s))))
+    batcher.on_decode = metrics.decoded
     page = resources.files("translator.deploy").joinpath("static/index.html").read_text("utf-8")
 
     async def lifespan(app):
@@ -204,7 +212,8 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
 
     app = FastAPI(title="translator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.batcher = batcher
-    # the last added runs first: CORS (a browser's preflight needs no key), keys, limits
+    # the last added runs first: metrics and access log, CORS (a browser's preflight needs
+    # no key), keys, limits
     app.add_middleware(
         Limits,
         max_body=limits.max_body_kb * 1024,
@@ -222,6 +231,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
+    app.add_middleware(Observe, metrics=metrics)  # outermost: sees every answer
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, exc: BadRequest):
@@ -258,6 +268,13 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
             "beam": settings.beam,
             "milliseconds": ms,
         }
+
+    @app.get("/metrics")
+    async def prometheus():
+        from fastapi import Response
+
+        body, kind = metrics.exposition()
+        return Response(body, media_type=kind)
 
     @app.get("/health")
     async def health():
