@@ -18,6 +18,7 @@ from translator.deploy.limits import respond
 
 ENVIRONMENT = "TRANSLATOR_API_KEYS"
 OPEN_PATHS = ("/health",)
+OWN_KEYS = "/lt/"  # the LibreTranslate API checks keys itself: they may come in the body
 
 
 def api_keys(configured: Sequence[str]) -> list[str]:
@@ -50,6 +51,7 @@ class RequireKey:
         if (
             scope["type"] == "http"
             and scope["path"] not in OPEN_PATHS
+            and not scope["path"].startswith(OWN_KEYS)
             and scope["method"] != "OPTIONS"
             and not accepted(presented(scope), self.keys)
         ):

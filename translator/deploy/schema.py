@@ -1,16 +1,25 @@
 """The server's request and response bodies as pydantic models: FastAPI publishes them in
 `/openapi.json`, and a request is checked against them (strictly: no field of the wrong
-type is converted, no unknown field is accepted) before anything else is done with it."""
+type is converted, no unknown field is accepted) before anything else is done with it.
+The limits of `[serve]` (sentences a request, characters a sentence, the largest beam)
+are part of the models, so the published schema states them: `request_models` builds
+them for one server's limits."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+
+from translator.config import ServeConfig
 
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: list[str] = Field(description="English texts; each may hold several sentences.")
+    text: list[str] = Field(
+        min_length=1, description="English texts; each may hold several sentences."
+    )
     beam: int | None = Field(None, ge=1, description="Beam size (default: decode.beam).")
     split: bool | None = Field(
         None, description="Split each text into sentences (default: decode.split)."
@@ -34,3 +43,31 @@ class TranslateResponse(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: str
+
+
+class LibreTranslateResponse(BaseModel):
+    translatedText: str | list[str]  # noqa: N815 - LibreTranslate's name
+    detectedLanguage: dict[str, float | str] | None = None  # noqa: N815
+
+
+def request_models(limits: ServeConfig) -> tuple[type[BaseModel], type[BaseModel]]:
+    """Our request model and LibreTranslate's, with this server's limits in them."""
+    text = Annotated[str, StringConstraints(max_length=limits.max_chars)]
+    ours = create_model(
+        "TranslateRequest",
+        __base__=TranslateRequest,
+        text=(list[text], Field(min_length=1, max_length=limits.max_sentences)),
+        beam=(int | None, Field(None, ge=1, le=limits.max_beam)),
+        nbest=(int, Field(0, ge=0, le=limits.max_beam)),
+    )
+    filled = Annotated[str, StringConstraints(min_length=1, max_length=limits.max_chars)]
+    theirs = create_model(
+        "LibreTranslateRequest",
+        q=(filled | Annotated[list[text], Field(min_length=1, max_length=limits.max_sentences)],
+           ...),
+        source=(Literal["en", "auto"], "en"),
+        target=(Literal["zh", "zh-Hans", "zh-CN"], "zh"),
+        format=(Literal["text", "html"], "text"),
+        api_key=(str | None, None),
+    )  # fmt: skip
+    return ours, theirs

@@ -5,6 +5,7 @@
                      "hypotheses" [[{"text", "score"}, ...], ...] added)
     GET  /health     →  {"status": "ok", "engine": ..., ...}
     GET  /metrics    →  Prometheus metrics (observe.py)
+    /lt/...          →  LibreTranslate's API (libretranslate.py)
     GET  /           →  a page to type English and see Chinese
 
 Requests arriving together are decoded together: the first request of a batch waits up to
@@ -29,6 +30,7 @@ from typing import Any
 
 from translator.config import ServeConfig
 from translator.deploy.access import RequireKey, api_keys
+from translator.deploy.libretranslate import add_routes
 from translator.deploy.limits import BadRequest, Limits, parse_json
 from translator.deploy.observe import Metrics, Observe
 from translator.errors import UserError
@@ -145,34 +147,33 @@ class Batcher:
             start += len(p.sentences)
 
 
-def check_request(body: Any, limits: ServeConfig, defaults: Settings) -> tuple[list[str], Settings]:
+def check_request(
+    body: Any, limits: ServeConfig, defaults: Settings, model=None
+) -> tuple[list[str], Settings]:
     """The sentences and settings of a parsed request body, checked against the request
-    model and the serve limits; BadRequest (status, message) if it is not one we answer."""
+    model (`model`: schema.request_models' for these limits) and the serve limits;
+    BadRequest (status, message) if it is not one we answer."""
     from pydantic import ValidationError
 
-    from translator.deploy.schema import TranslateRequest
+    from translator.deploy.schema import request_models
 
     if not isinstance(body, dict):
         raise BadRequest(422, 'the body must be a JSON object like {"text": ["Hello."]}')
+    text = body.get("text")
+    if isinstance(text, list) and len(text) > limits.max_sentences:
+        raise BadRequest(413, f"too many sentences: {len(text)} > {limits.max_sentences}")
+    longest = max((len(s) for s in text if isinstance(s, str)), default=0) if text else 0
+    if isinstance(text, list) and longest > limits.max_chars:
+        raise BadRequest(413, f"a sentence has {longest} characters > {limits.max_chars}")
     try:
-        request = TranslateRequest.model_validate(body)
+        request = (model or request_models(limits)[0]).model_validate(body)
     except ValidationError as exc:
         raise BadRequest(422, _explained(exc.errors(), limits)) from None
-    text = request.text
     beam = defaults.beam if request.beam is None else request.beam
     split = defaults.split if request.split is None else request.split
-    if not text:
-        raise BadRequest(422, '"text" is empty: give at least one sentence')
-    if len(text) > limits.max_sentences:
-        raise BadRequest(413, f"too many sentences: {len(text)} > {limits.max_sentences}")
-    longest = max(len(s) for s in text)
-    if longest > limits.max_chars:
-        raise BadRequest(413, f"a sentence has {longest} characters > {limits.max_chars}")
-    if not 1 <= beam <= limits.max_beam:
-        raise BadRequest(422, f'"beam" must be an integer from 1 to {limits.max_beam}')
     if request.nbest > beam:
         raise BadRequest(422, f'"nbest" must be an integer from 0 to the beam ({beam})')
-    return text, Settings(beam, split, request.nbest)
+    return request.text, Settings(beam, split, request.nbest)
 
 
 def _explained(errors: list[dict], limits: ServeConfig) -> str:
@@ -181,6 +182,8 @@ def _explained(errors: list[dict], limits: ServeConfig) -> str:
     if unknown:
         return f"unknown field(s): {', '.join(sorted(unknown))}"
     field = str(errors[0]["loc"][0]) if errors[0]["loc"] else ""
+    if field == "text" and errors[0]["type"] == "too_short":
+        return '"text" is empty: give at least one sentence'
     return {
         "text": '"text" must be a list of strings',
         "beam": f'"beam" must be an integer from 1 to {limits.max_beam}',
@@ -194,7 +197,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
-    from translator.deploy.schema import ErrorResponse, TranslateRequest, TranslateResponse
+    from translator.deploy.schema import ErrorResponse, TranslateResponse, request_models
 
     wait = limits.batch_wait_ms / 1000
     defaults = Settings(translator.decode.beam, translator.decode.split)
@@ -220,7 +223,8 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
         read_timeout=limits.read_timeout_s,
         request_timeout=limits.request_timeout_s,
     )
-    if keys := api_keys(limits.api_keys):
+    keys = api_keys(limits.api_keys)
+    if keys:
         app.add_middleware(RequireKey, keys=keys)
     if limits.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
@@ -243,9 +247,8 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
         return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
 
     errors = {status: {"model": ErrorResponse} for status in (400, 401, 408, 413, 422, 503)}
-    body_schema = {
-        "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}}
-    }
+    ours, theirs = request_models(limits)
+    body_schema = {"content": {"application/json": {"schema": ours.model_json_schema()}}}
 
     @app.post(
         "/translate",
@@ -257,7 +260,8 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
     async def translate(request: Request):
         """Translate English texts (read strictly: see the request schema)."""
         started = time.perf_counter()
-        sentences, settings = check_request(parse_json(await request.body()), limits, defaults)
+        body = parse_json(await request.body())
+        sentences, settings = check_request(body, limits, defaults, ours)
         found = await batcher.translate(sentences, settings)
         ms = round((time.perf_counter() - started) * 1000, 1)
         if not settings.nbest:
@@ -269,7 +273,9 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
             "milliseconds": ms,
         }
 
-    @app.get("/metrics")
+    add_routes(app, batcher, limits, defaults, keys, theirs)  # LibreTranslate's API at /lt
+
+    @app.get("/metrics", responses={200: {"content": {"text/plain": {}}}})
     async def prometheus():
         from fastapi import Response
 
