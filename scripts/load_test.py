@@ -92,8 +92,10 @@ class Server:
         command = translator_cli("serve", "-c", config_path, "--checkpoint", str(checkpoint), flag)
         command += [arg for item in sets for arg in ("--set", item)]
         self.log = log.open("w") if log else None
-        self.process = subprocess.Popen(
-            [*command, "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=self.log
+        self.process = subprocess.Popen(  # the access log: to `log`, or nowhere
+            [*command, "--port", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log or subprocess.DEVNULL,
         )
         for _ in range(600):
             if self.process.poll() is not None:
