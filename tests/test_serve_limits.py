@@ -277,3 +277,34 @@ def test_sigterm_finishes_what_was_admitted_then_exits_0(trained, tmp_path):
         code = process.wait(timeout=60)
     assert status == 200 and len(got["translations"]) == 8
     assert code == 0
+
+
+def slow_server_config(trained, tmp_path, **serve):
+    """A config whose batcher waits a second before decoding (requests stay queued)."""
+    config = tiny_config(trained.parents[2]).to_dict()
+    config["serve"].update(batch_wait_ms=1000, **serve)
+    path = tmp_path / "slow.toml"
+    path.write_text(to_toml(config))
+    return path
+
+
+def test_a_request_past_its_time_is_a_503_on_a_real_server(trained, tmp_path):
+    path = slow_server_config(trained, tmp_path, request_timeout_s=0.3)
+    with serving(path) as url:
+        status, body = post(url, {"text": ["Tom can see the cat."]})
+    assert status == 503 and "serve.request_timeout_s" in body["error"]
+
+
+def test_a_client_that_leaves_is_not_translated_for_on_a_real_server(trained, tmp_path):
+    path = slow_server_config(trained, tmp_path)
+    with serving(path) as url:
+        port = int(url.rsplit(":", 1)[1])
+        body = b'{"text": ["Tom can see the cat."]}'
+        head = f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(head.encode() + body)
+            time.sleep(0.2)  # admitted and queued; then the client goes
+        time.sleep(1.5)  # the batch would have been decoded by now
+        metrics = call(url + "/metrics")[1]
+    assert "translator_sentences_total 0.0" in metrics
+    assert "translator_batch_sentences_count 0.0" in metrics
