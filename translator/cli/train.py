@@ -48,6 +48,7 @@ def train(
     set_: SetOpt = None,
 ):
     """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
+    from translator.training.distributed import exit_finished_worker
     from translator.training.loop import Interrupted
     from translator.training.loop import train as run_train
 
@@ -79,6 +80,7 @@ def train(
     typer.echo(
         f"best valid BLEU {state.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
     )
+    exit_finished_worker()  # under torchrun: no interpreter teardown (see there)
 
 
 @app.command()

@@ -15,7 +15,9 @@ with one process the same DDP path runs, with nothing to exchange.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +115,18 @@ def wait_for_all(ranks: Ranks) -> None:
     gloo's teardown)."""
     if ranks.active:
         dist.barrier(group=ranks.control)
+
+
+def exit_finished_worker() -> None:
+    """End a torchrun worker whose run finished and whose process group is gone, without
+    the interpreter's own teardown: on CI a finished rank has aborted there ("terminate
+    called without an active exception", SIGABRT) after all its work was written. Output
+    is flushed first; checkpoints are already on disk (written atomically, fsynced)."""
+    if launched_by_torchrun():
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def finish(ranks: Ranks) -> None:
