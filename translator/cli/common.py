@@ -36,6 +36,7 @@ SetOpt = Annotated[
 DeviceOpt = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (default: the config's).")
 ]
+SourceArg = Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")]
 CheckpointOpt = Annotated[
     Path | None,
     typer.Option("--checkpoint", help="Checkpoint to use (default: the run's best.pt)."),

@@ -20,6 +20,7 @@ from translator.cli.common import (
     EngineOpt,
     ModelDirOpt,
     SetOpt,
+    SourceArg,
     app,
     default_checkpoint,
     run_options,
@@ -32,7 +33,7 @@ from translator.errors import UserError
 @app.command()
 @user_errors
 def release(
-    source: Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")],
+    source: SourceArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="The file to write, e.g. model.pt.")],
     dtype: Annotated[
         str,
@@ -55,7 +56,7 @@ def release(
 @app.command()
 @user_errors
 def export(
-    source: Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")],
+    source: SourceArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")],
     quantization: Annotated[
         str | None,

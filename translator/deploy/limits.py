@@ -76,11 +76,9 @@ class Limits:
 
     def __init__(self, app, max_body: int, read_timeout: float, request_timeout: float):
         self.app = app
-        self.max_body, self.read_timeout, self.request_timeout = (
-            max_body,
-            read_timeout,
-            request_timeout,
-        )
+        self.max_body = max_body
+        self.read_timeout = read_timeout
+        self.request_timeout = request_timeout
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:

@@ -88,12 +88,12 @@ def one_at_a_time(
             block_repeats(logits, history, no_repeat_ngram)
         best = choose(logits, how)
         picked = best.tolist()
+        gained = [0.0] * len(alive)
         if alpha is not None:
             gained = logits.log_softmax(dim=-1).gather(1, best[:, None]).squeeze(1).tolist()
-            for row, sentence in enumerate(alive):
-                logp_sums[sentence] += gained[row]
         keep = []
         for row, (sentence, token) in enumerate(zip(alive, picked, strict=True)):
+            logp_sums[sentence] += gained[row]
             if token != EOS:
                 outputs[sentence].append(token)
             if token != EOS and step + 1 < limits[sentence]:

@@ -58,11 +58,7 @@ class TextTranslator:
         """The same engine and model with other decoding settings, e.g. beam=5, checked as
         the config checks them (a ValueError when they do not fit together)."""
         other = copy.copy(self)
-        other.decode = dataclasses.replace(self.decode, **changes)
-        try:
-            check_decode(other.decode)
-        except UserError as exc:
-            raise ValueError(str(exc)) from None
+        other.decode = changed(self.decode, **changes)
         return other
 
     def translate(
@@ -173,19 +169,26 @@ class TextTranslator:
         return [order[start : start + size] for start in range(0, len(order), size)]
 
 
+def changed(decode: DecodeConfig, **changes) -> DecodeConfig:
+    """`decode` with `changes`, checked as the config checks them (ValueError: the Python
+    API's error for arguments)."""
+    decode = dataclasses.replace(decode, **changes)
+    try:
+        check_decode(decode)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
+    return decode
+
+
 def overrides(
     beam: int | None = None,
     length_penalty: float | None = None,
     split: bool | None = None,
     nbest: int | None = None,
 ) -> dict:
-    """The Python API's decoding arguments that were given, checked as the config checks
-    them, as DecodeConfig changes."""
+    """The Python API's decoding arguments that were given, as DecodeConfig changes (for
+    `changed`, which checks them; the beam here, as the config checks it elsewhere)."""
     if beam is not None and beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
-    if length_penalty is not None and length_penalty < 0:
-        raise ValueError(f"length_penalty must be >= 0, got {length_penalty}")
-    if nbest is not None and nbest < 0:
-        raise ValueError(f"nbest must be >= 0, got {nbest}")
     changes = {"beam": beam, "length_penalty": length_penalty, "split": split, "nbest": nbest}
     return {key: value for key, value in changes.items() if value is not None}

@@ -10,7 +10,6 @@ sampling: search.py) over batches the shared text path (text.py) prepares.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from translator.data.batching import pad
 from translator.data.tokenizer import Tokenizer, load_tokenizer
 from translator.inference.onednn import use_onednn
 from translator.inference.search import Found, search
-from translator.inference.text import TextTranslator, overrides
+from translator.inference.text import TextTranslator, changed, overrides
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
@@ -58,7 +57,7 @@ class Translator(TextTranslator):
         tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
-        decode = dataclasses.replace(decode or config.decode, **overrides(beam, length_penalty))
+        decode = changed(decode or config.decode, **overrides(beam, length_penalty))
         device = pick_device(device) if isinstance(device, str) else device
         translator = cls(for_decoding(model.to(device), decode), src_tok, tgt_tok, decode)
         translator.config = config
