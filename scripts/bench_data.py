@@ -11,6 +11,11 @@ For each size, a corpus is written with scripts/make_corpus.py (not timed), then
   end of its first optimiser update (the log line the trainer writes then), and the tree's
   peak resident memory up to that moment; the median of --repeats launches.
 
+With --subword-sampling K, the same corpus is also prepared with `data.subword_sampling=K`
+(BPE-dropout encodings of the train split), alternating with the plain prepare,
+--prepare-repeats times each in the same run: the medians of the whole prepare and of its
+encode stage, and the prepared directory's size, go in a third table with their ratios.
+
 With --compare-moses, the same pairs are also written as two line-aligned files
 (make_corpus.py --out-format moses) and both layouts are prepared in turn, --prepare-repeats
 times each, alternating, in the same run: the medians and their ratio go in a second
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -115,9 +121,53 @@ def compare_moses(size: int, corpus: Path, args: argparse.Namespace) -> dict:
     return row
 
 
+def encode_seconds(log: Path) -> float:
+    """The encode stage's seconds from prepare's last line ("took … encode 12.3 s …")."""
+    match = re.search(r"encode ([0-9.]+) s", log.read_text(encoding="utf-8"))
+    return float(match.group(1)) if match else float("nan")
+
+
+def compare_sampling(size: int, corpus: Path, args: argparse.Namespace) -> dict:
+    """Median prepare and encode seconds and the prepared size, plain and sampled."""
+    sets = {"plain": [], "sampled": ["--set", f"data.subword_sampling={args.subword_sampling}"]}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sets}
+    row: dict = {"pairs": size, "k": args.subword_sampling}
+    for i in range(args.prepare_repeats):
+        for name, extra in sets.items():
+            out = args.work / f"prepared-{size}-{name}"
+            command = [sys.executable, "-m", "translator", "prepare", "-c", str(args.config)]
+            command += ["--input", str(corpus), "--out", str(out), *extra]
+            log = args.work / f"prepare-{size}-{name}-{i}.log"
+            seconds, _ = watch(command, log)
+            runs[name].append((seconds, encode_seconds(log)))
+            row[f"{name}_mb"] = directory_bytes(out) / 2**20
+    for name, measured in runs.items():
+        row[f"{name}_s"] = statistics.median(s for s, _ in measured)
+        row[f"{name}_encode_s"] = statistics.median(e for _, e in measured)
+    return row
+
+
+def sampling_table(rows: list[dict]) -> str:
+    lines = [
+        "| pairs | K | prepare, plain | prepare, sampled | ratio | encode, plain "
+        "| encode, sampled | prepared dir, plain | prepared dir, sampled | ratio |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['pairs']:,} | {r['k']} | {r['plain_s']:.1f} s | {r['sampled_s']:.1f} s "
+            f"| {r['sampled_s'] / r['plain_s']:.2f} | {r['plain_encode_s']:.1f} s "
+            f"| {r['sampled_encode_s']:.1f} s | {r['plain_mb']:,.0f} MB "
+            f"| {r['sampled_mb']:,.0f} MB | {r['sampled_mb'] / r['plain_mb']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def bench(size: int, args: argparse.Namespace) -> dict:
     corpus = args.work / f"corpus-{size}.tsv"
     make(size, corpus, args)
+    if args.subword_sampling:  # the comparison alone
+        return {"sampling": compare_sampling(size, corpus, args)}
     if args.compare_moses and not args.repeats:  # the comparison alone
         return {"moses": compare_moses(size, corpus, args)}
     prepared = args.work / f"prepared-{size}"
@@ -188,7 +238,15 @@ def main() -> None:
     parser.add_argument(
         "--compare-moses", action="store_true", help="also prepare the pairs as .en + .zh"
     )
-    parser.add_argument("--prepare-repeats", type=int, default=2, help="with --compare-moses")
+    parser.add_argument(
+        "--prepare-repeats", type=int, default=2, help="with --compare-moses or --subword-sampling"
+    )
+    parser.add_argument(
+        "--subword-sampling",
+        type=int,
+        default=0,
+        help="K: compare prepare with K sampled encodings",
+    )
     args = parser.parse_args()
     if not args.source.is_file():
         sys.exit(f"error: source corpus not found: {args.source} (pass --source)")
@@ -206,6 +264,10 @@ def main() -> None:
     if compared:
         print(f"\nthe same pairs as a Moses pair (median of {args.prepare_repeats} each):\n")
         print(moses_table(compared))
+    sampled = [r["sampling"] for r in rows if "sampling" in r]
+    if sampled:
+        print(f"\nplain against sampled (median of {args.prepare_repeats} each):\n")
+        print(sampling_table(sampled))
 
 
 if __name__ == "__main__":

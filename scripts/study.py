@@ -8,14 +8,16 @@ change each, with the same data, seed and time budget, and score each on the tes
 
 Each variant's row is written to runs/study/results.tsv as it finishes (a rerun with --only
 replaces it), so an interrupted study resumes where it stopped. Keep the machine otherwise
-idle while it runs: the budget is wall-clock time. Choose between variants by validation
-BLEU; test BLEU is reported.
+idle while it runs: the budget is wall-clock time (`touch runs/study/hold` makes the study
+wait before the next variant's training, until the file is removed). Choose between
+variants by validation BLEU; test BLEU is reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,6 +37,7 @@ from translator.training.loop import train  # noqa: E402
 
 AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
 
+LEVERS = ["train.plateau_metric='bleu'", "train.ema=0.999", "data.subword_sampling=4"]
 # name → config overrides (section.key=value, as for --set)
 VARIANTS: dict[str, list[str]] = {
     "baseline": [],
@@ -59,6 +62,16 @@ VARIANTS: dict[str, list[str]] = {
     "warmup-4000": ["train.warmup_steps=4000"],
     "label-smoothing-0.2": ["train.label_smoothing=0.2"],
     "plateau-patience-1": ["train.plateau_patience=1"],
+    # the levers of quality that grows with compute (docs/quality.md)
+    "plateau-bleu": ["train.plateau_metric='bleu'"],
+    "plateau-bleu-p4": ["train.plateau_metric='bleu'", "train.plateau_patience=4"],
+    "inverse-sqrt": ["train.schedule='inverse_sqrt'"],
+    "ema-0.999": ["train.ema=0.999"],
+    "ema-0.9998": ["train.ema=0.9998"],
+    "subword-4": ["data.subword_sampling=4"],
+    "levers": LEVERS,
+    "levers-seed-2": [*LEVERS, "train.seed=2"],
+    "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],
 }
 FIELDS = [
     "variant",
@@ -76,16 +89,34 @@ FIELDS = [
     f"test_bleu_avg{AVERAGE_LAST}",
     f"test_bleu_avg{AVERAGE_LAST}_beam5",
     f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref",
+    "valid_bleu_ema",
+    "test_bleu_ema",
+    "test_bleu_ema_beam5",
+    "test_bleu_ema_beam5_1ref",
+    "newstest2021_bleu_beam5",  # the chosen model's: the EMA if there is one, else average
 ]
+NEWS = ROOT.parent / "shared/data/wmt/newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
+HOLD = "hold"  # while this file is in --out, no new variant starts training (see main)
 
 
 def data_dir(config, base) -> str:
-    """Prepared data is shared by variants with the base config's tokenizer settings."""
+    """Prepared data is shared by variants with the base config's tokenizer settings; one
+    with sampled encodings has its own copy of the base data (sampled by `train`)."""
     tokenizers = lambda c: (c.src_vocab_size, c.tgt_vocab_size, c.byte_fallback)  # noqa: E731
-    if tokenizers(config.data) == tokenizers(base.data):
-        return base.data.dir
-    src, tgt, byte_fallback = tokenizers(config.data)
-    return f"{base.data.dir}-v{src // 1000}k-{tgt // 1000}k" + ("" if byte_fallback else "-nobf")
+    d = config.data
+    sampled = f"-sw{d.subword_sampling}-{d.subword_sides}-{d.subword_alpha:g}"
+    if tokenizers(d) == tokenizers(base.data):
+        if not d.subword_sampling:
+            return base.data.dir
+        copy = Path(base.data.dir + sampled)
+        if not copy.is_dir():
+            if not tokenizer_file(base.data.dir, "zh").is_file():
+                prepare(base.data)
+            shutil.copytree(base.data.dir, copy)
+        return str(copy)
+    src, tgt, byte_fallback = tokenizers(d)
+    name = f"{base.data.dir}-v{src // 1000}k-{tgt // 1000}k" + ("" if byte_fallback else "-nobf")
+    return name + (sampled if d.subword_sampling else "")
 
 
 def variant_config(base_config: Path, name: str, minutes: float, out: Path):
@@ -135,16 +166,50 @@ def score_run(config) -> dict:
     config.decode.beam = 5
     beam = evaluate_files(config, best).scores
     beam_averaged = evaluate_files(config, averaged).scores
+    return (
+        {
+            "test_bleu": f"{greedy.bleu:.2f}",
+            "test_chrf": f"{greedy.chrf:.2f}",
+            "test_bleu_beam5": f"{beam.bleu:.2f}",
+            "test_chrf_beam5": f"{beam.chrf:.2f}",
+            f"valid_bleu_avg{AVERAGE_LAST}": f"{valid_averaged.bleu:.2f}",
+            f"test_bleu_avg{AVERAGE_LAST}": f"{greedy_averaged.bleu:.2f}",
+            f"test_bleu_avg{AVERAGE_LAST}_beam5": f"{beam_averaged.bleu:.2f}",
+            f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref": f"{beam_averaged.bleu_1ref:.2f}",
+        }
+        | score_ema(config)
+        | score_news(config, RunDir(config.train.run_dir).ema if config.train.ema else averaged)
+    )
+
+
+def score_ema(config) -> dict:
+    """The moving average's checkpoint (train.ema), scored as the average is."""
+    ema = RunDir(config.train.run_dir).ema
+    if not config.train.ema or not ema.is_file():
+        return {}
+    config.decode.beam = 1
+    greedy = evaluate_files(config, ema).scores
+    valid = evaluate_files(config, ema, split="valid").scores
+    config.decode.beam = 5
+    beam = evaluate_files(config, ema).scores
     return {
-        "test_bleu": f"{greedy.bleu:.2f}",
-        "test_chrf": f"{greedy.chrf:.2f}",
-        "test_bleu_beam5": f"{beam.bleu:.2f}",
-        "test_chrf_beam5": f"{beam.chrf:.2f}",
-        f"valid_bleu_avg{AVERAGE_LAST}": f"{valid_averaged.bleu:.2f}",
-        f"test_bleu_avg{AVERAGE_LAST}": f"{greedy_averaged.bleu:.2f}",
-        f"test_bleu_avg{AVERAGE_LAST}_beam5": f"{beam_averaged.bleu:.2f}",
-        f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref": f"{beam_averaged.bleu_1ref:.2f}",
+        "valid_bleu_ema": f"{valid.bleu:.2f}",
+        "test_bleu_ema": f"{greedy.bleu:.2f}",
+        "test_bleu_ema_beam5": f"{beam.bleu:.2f}",
+        "test_bleu_ema_beam5_1ref": f"{beam.bleu_1ref:.2f}",
     }
+
+
+def score_news(config, checkpoint: Path) -> dict:
+    """newstest2021 against refA and refB, beam 5 (it should not fall); none when the WMT
+    files are absent."""
+    refs = [NEWS.with_name(NEWS.name + f".ref{r}.zh") for r in "AB"]
+    source = NEWS.with_name(NEWS.name + ".en")
+    if not source.is_file() or not all(r.is_file() for r in refs):
+        return {}
+    config.decode.beam = 5
+    news = evaluate_files(config, checkpoint, src=source, refs=refs).scores
+    return {"newstest2021_bleu_beam5": f"{news.bleu:.2f}"}
 
 
 def read_results(path: Path) -> list[dict]:
@@ -170,9 +235,10 @@ def print_table(rows: list[dict]) -> None:
         "| variant | change | epochs, updates | best: valid BLEU | best: test BLEU "
         f"| best: test BLEU, beam 5 | average of last {n}: valid BLEU "
         f"| average of last {n}: test BLEU | average of last {n}: test BLEU, beam 5 "
-        f"| the same, first reference only |"
+        "| the same, first reference only | EMA: valid BLEU | EMA: test BLEU, beam 5 "
+        "| EMA: first reference only | newstest2021, beam 5 |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * 14 + "|")
     order = list(VARIANTS)
     for r in sorted(rows, key=lambda r: order.index(r["variant"]) if r["variant"] in order else 99):
         cell = {key: r.get(key) or "–" for key in FIELDS}
@@ -180,7 +246,9 @@ def print_table(rows: list[dict]) -> None:
             f"| {r['variant']} | {r['changes']} | {cell['epochs']}, {r['updates']} | "
             f"{r['valid_bleu']} | {r['test_bleu']} | {r['test_bleu_beam5']} | "
             f"{cell[f'valid_bleu_avg{n}']} | {cell[f'test_bleu_avg{n}']} | "
-            f"{cell[f'test_bleu_avg{n}_beam5']} | {cell[f'test_bleu_avg{n}_beam5_1ref']} |"
+            f"{cell[f'test_bleu_avg{n}_beam5']} | {cell[f'test_bleu_avg{n}_beam5_1ref']} | "
+            f"{cell['valid_bleu_ema']} | {cell['test_bleu_ema_beam5']} | "
+            f"{cell['test_bleu_ema_beam5_1ref']} | {cell['newstest2021_bleu_beam5']} |"
         )
 
 
@@ -219,6 +287,8 @@ def main() -> None:
     else:
         names = [name for name in args.only or VARIANTS if args.only or name not in done]
     for name in names:
+        while (args.out / HOLD).exists():  # someone needs the cores: wait, do not share them
+            time.sleep(5)
         print(
             f"{time.strftime('%H:%M')} {name}: {' '.join(VARIANTS[name]) or 'baseline'}", flush=True
         )

@@ -112,6 +112,7 @@ def test_malformed_rows_reported_with_line_numbers(project):
         (["prepare", "-c", "nope.toml"], ["config file not found: nope.toml"]),
         (["prepare", "-c", "bad.toml"], ["unknown config key 'model.layers'"]),
         (["prepare", "--set", "train.lr=fast"], ["'train.lr' must be float"]),
+        (["train", "--set", "train.ema=2"], ["'train.ema' must be in [0, 1)"]),
         (["train"], ["no prepared data", "translator prepare"]),
         (["translate", "Hello."], ["no checkpoint at run/checkpoints/best.pt"]),
         (["translate"], ["no checkpoint at run/checkpoints/best.pt"]),

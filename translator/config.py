@@ -43,6 +43,9 @@ class DataConfig:
     tokenizer_sentences: int = 1_000_000  # SentencePiece trains on a random sample this large
     tokenizers_from: str = ""  # a checkpoint or run dir: encode with its tokenizers, train none
     workers: int = 0  # processes for prepare (and threads for encoding); 0: every core
+    subword_sampling: int = 0  # BPE-dropout: this many sampled encodings of train, 1 an epoch
+    subword_alpha: float = 0.1  # BPE-dropout: the chance that each merge is skipped
+    subword_sides: str = "both"  # both | src | tgt: which sides of train are sampled
 
 
 @dataclass
@@ -69,9 +72,12 @@ class TrainConfig:
     weight_decay: float = 0.01
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
-    plateau_factor: float = 0.5  # ReduceLROnPlateau on validation loss, after warm-up
-    plateau_patience: int = 2
-    min_lr: float = 1e-5
+    schedule: str = "plateau"  # after warm-up: plateau (ReduceLROnPlateau) | inverse_sqrt
+    plateau_metric: str = "loss"  # what the plateau rule follows: validation loss | bleu
+    plateau_factor: float = 0.5  # the rate is multiplied by this ...
+    plateau_patience: int = 2  # ... after this many epochs without a better plateau_metric
+    min_lr: float = 1e-5  # ... down to this floor
+    ema: float = 0.0  # decay of an exponential moving average of the weights (0: off)
     patience: int = 8  # early stopping: epochs without a better validation BLEU
     bleu_samples: int = 500  # validation sentences translated for BLEU each epoch
     log_every: int = 50  # steps between progress-bar updates (and NaN checks)
@@ -138,6 +144,9 @@ class Config:
 
 CHOICES = {
     "data.format": ("auto", "tatoeba", "anki", "jsonl", "tmx"),
+    "data.subword_sides": ("both", "src", "tgt"),
+    "train.schedule": ("plateau", "inverse_sqrt"),
+    "train.plateau_metric": ("loss", "bleu"),
     "model.norm": ("pre", "post"),
     "decode.engine": ("torch", "ctranslate2"),
 }

@@ -65,6 +65,12 @@ def validate(config: Config) -> None:
         raise UserError("config key 'model.dropout' must be in [0, 1)")
     if not 0 <= config.train.label_smoothing < 1:
         raise UserError("config key 'train.label_smoothing' must be in [0, 1)")
+    if not 0 <= config.train.ema < 1:
+        raise UserError("config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999")
+    if config.data.subword_sampling < 0:
+        raise UserError("config key 'data.subword_sampling' must be >= 0 (0: off)")
+    if not 0 < config.data.subword_alpha < 1:
+        raise UserError("config key 'data.subword_alpha' must be in (0, 1), e.g. 0.1")
 
 
 def check_decode(d: DecodeConfig) -> None:

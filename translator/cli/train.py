@@ -89,11 +89,19 @@ def average(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (train.run_dir).")],
     last: Annotated[int, typer.Option("--last", help="How many newest epochs to average.")] = 5,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Default: checkpoints/average<N>.pt.")
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Default: checkpoints/average<N>.pt (ema-average<N>.pt)."
+        ),
     ] = None,
+    ema: Annotated[
+        bool,
+        typer.Option("--ema", help="Average the epochs' moving averages (train.ema) instead."),
+    ] = False,
 ):
     """Average the weights of a run's last N epochs into one checkpoint."""
     from translator.model.checkpoint import average_last
 
-    path = average_last(run_dir, last, output)
-    typer.echo(f"wrote {path}: the mean of the last {last} epochs' weights")
+    path = average_last(run_dir, last, output, "ema" if ema else "model")
+    what = "moving averages of the weights" if ema else "weights"
+    typer.echo(f"wrote {path}: the mean of the last {last} epochs' {what}")

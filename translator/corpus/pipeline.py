@@ -41,7 +41,7 @@ from translator.corpus.scan import Scan, scan
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
-from translator.data.ids import encode_splits, meta_file
+from translator.data.ids import Sampling, encode_splits, meta_file
 from translator.data.layout import SPLITS, corpus_file, stats_file
 from translator.errors import UserError
 from translator.runtime import worker_count
@@ -128,7 +128,7 @@ def _prepare(
     with _stage(seconds, "tokenizers"):
         vocab = make_tokenizers(config, out, workers)
     with _stage(seconds, "encode"):
-        encoded = encode_splits(out, workers)
+        encoded = encode_splits(out, workers, Sampling.of(config))
     stats = _stats(config, scanned, keep, dropped, plan) | {
         "exclude": {"files": config.exclude, "sentences": excluded.sentences},
         "tokenizers_from": config.tokenizers_from,

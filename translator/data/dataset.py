@@ -21,7 +21,7 @@ import numpy as np
 from translator.config import Config
 from translator.corpora import parse_corpora
 from translator.data.batching import Batch, collate_padded, plan_batches, weighted_rows
-from translator.data.ids import Ids, encode_splits, open_ids, up_to_date
+from translator.data.ids import Ids, Sampling, encode_splits, open_ids, up_to_date
 from translator.data.layout import (
     SIDES,
     corpus_file,
@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 
 
 class Batches(Sequence[Batch]):
-    """Token-budget batches of a split, collated from the mapped ids on access. With
-    `corpus` (each pair's corpus number) and `weights` (one per corpus), `epoch(n)` gives
-    the batches of epoch n, where corpus c's pairs are seen weights[c] times."""
+    """Token-budget batches of a split, collated from the mapped ids on access. `epoch(n)`
+    gives the batches of epoch n: with `corpus` (each pair's corpus number) and `weights`
+    (one per corpus), corpus c's pairs are seen weights[c] times; with `samples` (K more
+    encodings of the split, BPE-dropout), epoch n reads samples[n mod K]."""
 
     def __init__(
         self,
@@ -50,18 +51,25 @@ class Batches(Sequence[Batch]):
         corpus: np.ndarray | None = None,
         weights: Sequence[float] = (1.0,),
         seed: int = 0,
+        samples: Sequence[tuple[Ids, Ids]] = (),
     ):
-        self.src, self.tgt, self.max_tokens = src, tgt, max_tokens
-        self.lens = src.lengths() + 1, tgt.lengths() + 1  # + EOS
-        src_lens, tgt_lens = self.lens
-        self.rows = np.flatnonzero((src_lens <= max_len) & (tgt_lens < max_len))  # BOS on target
-        self.dropped = len(src_lens) - len(self.rows)
-        if corpus is not None and len(corpus) != len(src_lens):
+        self.max_len, self.max_tokens, self.samples = max_len, max_tokens, list(samples)
+        self._read(src, tgt)
+        self.rows = np.flatnonzero(self.fits)
+        self.dropped = len(self.fits) - len(self.rows)
+        if corpus is not None and len(corpus) != len(self.fits):
             raise UserError("train.corpus.npy does not match the train split: prepare again")
         self.corpus = None if corpus is None else corpus[self.rows]
         self.weights, self.seed = list(weights), seed
         self._plan(self.rows)
         self.unique_pairs = self.pairs  # each usable pair once, whatever the weights
+
+    def _read(self, src: Ids, tgt: Ids) -> None:
+        """Batch from these encodings of the split."""
+        self.src, self.tgt = src, tgt
+        self.lens = src.lengths() + 1, tgt.lengths() + 1  # + EOS
+        src_lens, tgt_lens = self.lens
+        self.fits = (src_lens <= self.max_len) & (tgt_lens < self.max_len)  # BOS on target
 
     def _plan(self, rows: np.ndarray) -> None:
         src_lens, tgt_lens = self.lens
@@ -79,12 +87,19 @@ class Batches(Sequence[Batch]):
         return self.corpus is not None and any(w != 1 for w in self.weights)
 
     def epoch(self, epoch: int) -> Batches:
-        """The batches of `epoch` (0-based): these, unless the corpora are weighted."""
-        if not self.weighted:
+        """The batches of `epoch` (0-based): these, unless the corpora are weighted or the
+        encodings sampled. A pair whose sampled encoding is too long sits that epoch out."""
+        if not self.weighted and not self.samples:
             return self
         planned = copy.copy(self)
-        assert self.corpus is not None
-        planned._plan(weighted_rows(self.rows, self.corpus, self.weights, self.seed, epoch))
+        rows = self.rows
+        if self.weighted:
+            assert self.corpus is not None
+            rows = weighted_rows(rows, self.corpus, self.weights, self.seed, epoch)
+        if self.samples:
+            planned._read(*self.samples[epoch % len(self.samples)])
+            rows = rows[planned.fits[rows]]
+        planned._plan(rows)
         return planned
 
     def __len__(self) -> int:
@@ -115,16 +130,18 @@ def load_training_data(config: Config) -> TrainData:
             raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if not stats_file(data_dir).is_file():  # written last: a missing one means interrupted
         raise UserError(f"`translator prepare` did not finish in {data_dir}: run it again")
-    if not up_to_date(data_dir):
+    sampling = Sampling.of(config.data)
+    if not up_to_date(data_dir, sampling):
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)
-        encode_splits(data_dir, worker_count(config.data.workers))
+        encode_splits(data_dir, worker_count(config.data.workers), sampling)
 
     def batches(split: str, **weighting) -> Batches:
         src, tgt = open_ids(data_dir, split, "en"), open_ids(data_dir, split, "zh")
         return Batches(src, tgt, config.model.max_positions, config.train.max_tokens, **weighting)
 
     corpus, weights = train_corpora(config, data_dir)
-    train = batches("train", corpus=corpus, weights=weights, seed=config.train.seed)
+    samples = sampled_encodings(data_dir, sampling)
+    train = batches("train", corpus=corpus, weights=weights, seed=config.train.seed, **samples)
     if train.weighted:
         log.info("corpus weights %s: %d examples an epoch", weights, train.epoch(0).pairs)
     if not train.pairs:
@@ -141,6 +158,18 @@ def load_training_data(config: Config) -> TrainData:
         train_pairs=train.unique_pairs,
         dropped=train.dropped,
     )
+
+
+def sampled_encodings(data_dir: Path, sampling: Sampling) -> dict:
+    """Batches' `samples` argument: the k-th sampled encoding of each sampled side, with
+    the deterministic one of a side that is not sampled."""
+    if not sampling.count:
+        return {}
+
+    def side(lang: str, k: int) -> Ids:
+        return open_ids(data_dir, "train", lang, k if lang in sampling.langs else 0)
+
+    return {"samples": [(side("en", k), side("zh", k)) for k in range(1, sampling.count + 1)]}
 
 
 def train_corpora(config: Config, data_dir: Path) -> tuple[np.ndarray | None, list[float]]:

@@ -4,7 +4,12 @@
                                  uint16 when the vocabulary fits, else uint32
     {split}.{lang}.offsets.npy   int64, one more than the sentences: sentence i is
                                  ids[offsets[i]:offsets[i + 1]]
-    ids.json                     dtype, and a SHA-256 of each tokenizer the ids came from
+    train.{lang}.s{k}.ids.bin    with data.subword_sampling = K: K more encodings of the
+    train.{lang}.s{k}.offsets.npy  train split, k = 1..K, each segmentation sampled with
+                                 BPE-dropout (data.subword_alpha); training reads encoding
+                                 k = epoch mod K + 1 (dataset.py)
+    ids.json                     dtype, a SHA-256 of each tokenizer the ids came from, and
+                                 the sampling settings the sampled encodings were made with
 
 `prepare` writes them after training the tokenizers. `train` opens them with np.memmap, so
 start-up reads no token and memory holds only the pages a batch touches; if they are
@@ -17,14 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from functools import partial
 from itertools import chain, islice
 from pathlib import Path
 
 import numpy as np
+import sentencepiece as spm
 
-from translator.data.layout import LANGS, SPLITS, split_file, tokenizer_file
+from translator.data.layout import LANGS, SIDES, SPLITS, split_file, tokenizer_file
 from translator.data.tokenizer import EOS, PAD, load_tokenizer
 
 CHUNK_LINES = 200_000
@@ -55,12 +62,43 @@ class Ids:
         return out
 
 
-def ids_file(data_dir: Path | str, split: str, lang: str) -> Path:
-    return Path(data_dir) / f"{split}.{lang}.ids.bin"
+@dataclass(frozen=True)
+class Sampling:
+    """Subword regularisation (Provilkov et al. 2020, BPE-dropout): `count` encodings of
+    the train split's `langs`, each merge skipped with probability `alpha`, drawn from a
+    generator seeded with `seed`, so the files are the same on every machine."""
+
+    count: int = 0
+    alpha: float = 0.1
+    langs: tuple[str, ...] = ()
+    seed: int = 1
+
+    @classmethod
+    def of(cls, data) -> Sampling:
+        """The sampling a DataConfig asks for."""
+        if not data.subword_sampling:
+            return cls()
+        langs = tuple(lang for lang, side in SIDES.items() if data.subword_sides in (side, "both"))
+        return cls(data.subword_sampling, data.subword_alpha, langs, data.seed)
+
+    def record(self) -> dict | None:
+        return {**asdict(self), "langs": list(self.langs)} if self.count else None
+
+    def files(self) -> list[tuple[str, int]]:
+        """(language, k) of every sampled encoding."""
+        return [(lang, k) for lang in self.langs for k in range(1, self.count + 1)]
 
 
-def offsets_file(data_dir: Path | str, split: str, lang: str) -> Path:
-    return Path(data_dir) / f"{split}.{lang}.offsets.npy"
+def ids_file(data_dir: Path | str, split: str, lang: str, sample: int = 0) -> Path:
+    return Path(data_dir) / f"{split}.{lang}{_sampled(sample)}.ids.bin"
+
+
+def offsets_file(data_dir: Path | str, split: str, lang: str, sample: int = 0) -> Path:
+    return Path(data_dir) / f"{split}.{lang}{_sampled(sample)}.offsets.npy"
+
+
+def _sampled(sample: int) -> str:
+    return f".s{sample}" if sample else ""
 
 
 def meta_file(data_dir: Path | str) -> Path:
@@ -78,18 +116,20 @@ def tokenizer_digests(data_dir: Path | str) -> dict[str, str]:
     }
 
 
-def up_to_date(data_dir: Path | str) -> bool:
-    """Whether the ids on disk were encoded with the tokenizers now in `data_dir`."""
+def up_to_date(data_dir: Path | str, sampling: Sampling = Sampling()) -> bool:
+    """Whether the ids on disk were encoded with the tokenizers now in `data_dir`, and
+    sampled as `sampling` asks."""
     try:
         meta = json.loads(meta_file(data_dir).read_text())
     except (OSError, ValueError):
         return False
+    files = [(s, lang, 0) for s in SPLITS for lang in LANGS]
+    files += [("train", lang, k) for lang, k in sampling.files()]
     present = all(
-        ids_file(data_dir, s, lang).is_file() and offsets_file(data_dir, s, lang).is_file()
-        for s in SPLITS
-        for lang in LANGS
+        ids_file(data_dir, *f).is_file() and offsets_file(data_dir, *f).is_file() for f in files
     )
-    return present and meta.get("tokenizers") == tokenizer_digests(data_dir)
+    same = meta.get("sampling") == sampling.record()
+    return present and same and meta.get("tokenizers") == tokenizer_digests(data_dir)
 
 
 @dataclass
@@ -111,25 +151,43 @@ class Encoded:
         return {"pieces": pieces, "unknown": unknown, "bytes": fallback, "fallback": share}
 
 
-def encode_splits(data_dir: Path | str, threads: int) -> Encoded:
-    """Encode every split with the tokenizers in `data_dir`. ids.json is written last, so
-    an interrupted run is encoded again next time."""
+def encode_splits(data_dir: Path | str, threads: int, sampling: Sampling = Sampling()) -> Encoded:
+    """Encode every split with the tokenizers in `data_dir`, and the train split `sampling`
+    times more. ids.json is written last, so an interrupted run is encoded again next time."""
     meta_file(data_dir).unlink(missing_ok=True)
+    for old in Path(data_dir).glob("train.*.s*.*"):  # an earlier sampling's encodings
+        old.unlink()
     counts = Encoded({s: {} for s in SPLITS}, {s: {} for s in SPLITS}, {s: {} for s in SPLITS})
     dtypes = {}
+    sampled: dict[str, int] = {}
     for lang in LANGS:
         tokenizer = load_tokenizer(tokenizer_file(data_dir, lang))
         dtypes[lang] = ids_dtype(tokenizer.get_piece_size())
         kinds = piece_kinds(tokenizer)
         for split in SPLITS:
-            found = _encode_file(tokenizer, kinds, dtypes[lang], threads, data_dir, split, lang)
+            encode = partial(tokenizer.encode, num_threads=threads)
+            found = _encode_file(encode, kinds, dtypes[lang], data_dir, split, lang)
             counts.tokens[split][lang] = int(found.sum())
             counts.unknown[split][lang] = int(found[UNKNOWN])
             counts.bytes[split][lang] = int(found[BYTE])
+        for k in range(1, sampling.count + 1) if lang in sampling.langs else ():
+            # one thread: SentencePiece's sampling is reproducible from the seed only then
+            spm.set_random_generator_seed(sampling.seed * 1000 + 10 * k + LANGS.index(lang))
+            encode = partial(
+                tokenizer.encode,
+                enable_sampling=True,
+                alpha=sampling.alpha,
+                nbest_size=-1,
+                num_threads=1,
+            )
+            found = _encode_file(encode, kinds, dtypes[lang], data_dir, "train", lang, k)
+            sampled[lang] = sampled.get(lang, 0) + int(found.sum())
     meta = {
         "dtype": {lang: dtypes[lang].name for lang in LANGS},
         "tokenizers": tokenizer_digests(data_dir),
         "tokens": counts.tokens,
+        "sampling": sampling.record(),
+        "sampled_tokens": sampled,  # every sampled encoding of train together, per language
     }
     meta_file(data_dir).write_text(json.dumps(meta, indent=2) + "\n")
     return counts
@@ -148,24 +206,31 @@ def piece_kinds(tokenizer) -> np.ndarray:
 
 
 def _encode_file(
-    tokenizer, kinds: np.ndarray, dtype: np.dtype, threads: int, data_dir, split: str, lang: str
+    encode: Callable[[list[str]], list[list[int]]],
+    kinds: np.ndarray,
+    dtype: np.dtype,
+    data_dir,
+    split: str,
+    lang: str,
+    sample: int = 0,
 ) -> np.ndarray:
-    """Write the split's ids; returns how many pieces of each kind (piece_kinds) it has."""
+    """Write the split's ids (`sample` k: its k-th sampled encoding) as `encode` gives them;
+    returns how many pieces of each kind (piece_kinds) it has."""
     lengths = [np.zeros(1, dtype=np.int64)]
     found = np.zeros(3, dtype=np.int64)
-    target = ids_file(data_dir, split, lang)
-    partial = target.with_name(target.name + ".partial")
-    with partial.open("wb") as out:
+    target = ids_file(data_dir, split, lang, sample)
+    unfinished = target.with_name(target.name + ".partial")
+    with unfinished.open("wb") as out:
         for lines in _chunks(split_file(data_dir, split, lang)):
-            ids = tokenizer.encode(lines, num_threads=threads)
+            ids = encode(lines)
             sizes = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(sizes.sum()))
             out.write(flat.tobytes())
             found += np.bincount(kinds[flat], minlength=3)
             lengths.append(sizes)
     offsets = np.cumsum(np.concatenate(lengths))
-    np.save(offsets_file(data_dir, split, lang), offsets)
-    os.replace(partial, target)
+    np.save(offsets_file(data_dir, split, lang, sample), offsets)
+    os.replace(unfinished, target)
     return found
 
 
@@ -176,11 +241,11 @@ def _chunks(path: Path) -> Iterator[list[str]]:
             yield [line.rstrip("\n").removesuffix("\r") for line in chunk]
 
 
-def open_ids(data_dir: Path | str, split: str, lang: str) -> Ids:
+def open_ids(data_dir: Path | str, split: str, lang: str, sample: int = 0) -> Ids:
     meta = json.loads(meta_file(data_dir).read_text())
     dtype = np.dtype(meta["dtype"][lang])
-    path = ids_file(data_dir, split, lang)
-    offsets = np.load(offsets_file(data_dir, split, lang), mmap_mode="r")
+    path = ids_file(data_dir, split, lang, sample)
+    offsets = np.load(offsets_file(data_dir, split, lang, sample), mmap_mode="r")
     if path.stat().st_size == 0:  # an empty file cannot be mapped
         return Ids(np.zeros(0, dtype=dtype), offsets)
     return Ids(np.memmap(path, dtype=dtype, mode="r"), offsets)

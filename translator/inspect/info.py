@@ -55,13 +55,16 @@ def describe(path: str | Path) -> list[str]:
 
 
 def origin_lines(payload: dict[str, Any], config) -> list[str]:
-    """Where the weights came from: a release's source and dtype, a fine-tuned run's start."""
+    """Where the weights came from: a release's source and dtype, a fine-tuned run's start,
+    the moving average (ema.pt)."""
     lines = []
     if "release" in payload:
         release = payload["release"]
         lines.append(f"release of {release['from']}: {release['dtype']} weights, no training state")
     if config.train.init_from:
         lines.append(f"initialised from: {config.train.init_from} (fine-tuned)")
+    if payload.get("weights_from") == "ema":
+        lines.append(f"weights: the moving average of training's (train.ema {config.train.ema:g})")
     return lines
 
 

@@ -52,26 +52,38 @@ def snapshots(ckpt_dir: Path) -> list[Path]:
     return sorted(Path(ckpt_dir).glob("epoch[0-9][0-9][0-9][0-9].pt"))
 
 
-def average(paths: list[Path]) -> dict[str, Any]:
-    """The element-wise mean of the checkpoints' weights, with the newest one's config,
-    tokenizers and training state."""
+def weights_only(payload: dict[str, Any], weights: str = "model") -> dict[str, Any]:
+    """A checkpoint for translating: config, tokenizers and the `weights` ("model": the
+    trained weights; "ema": their moving average) as its model, nothing for training."""
+    kept = {k: v for k, v in payload.items() if k not in (*TRAINING_ONLY, "ema", "format")}
+    return {**kept, "model": payload[weights]} | (
+        {"weights_from": "ema"} if weights == "ema" else {}
+    )
+
+
+def average(paths: list[Path], weights: str = "model") -> dict[str, Any]:
+    """The element-wise mean of the checkpoints' `weights` (the trained ones, or "ema":
+    the moving averages they hold), with the newest one's config and tokenizers."""
     payloads = [load(p) for p in paths]
-    newest = payloads[-1]
-    weights = {}
-    for name, tensor in newest["model"].items():
+    missing = [p.name for p, payload in zip(paths, payloads, strict=True) if weights not in payload]
+    if missing:
+        raise UserError(f"{', '.join(missing)} hold no {weights} weights: train with train.ema")
+    averaged = {}
+    for name, tensor in payloads[-1][weights].items():
         if tensor.is_floating_point():
-            weights[name] = (
-                sum(p["model"][name].double() for p in payloads).div(len(payloads)).to(tensor.dtype)
-            )
+            total = sum(p[weights][name].double() for p in payloads)
+            averaged[name] = total.div(len(payloads)).to(tensor.dtype)
         else:
-            weights[name] = tensor
-    averaged_from = [p.name for p in paths]
-    kept = {k: v for k, v in newest.items() if k not in TRAINING_ONLY and k != "format"}
-    return {**kept, "model": weights, "averaged_from": averaged_from}
+            averaged[name] = tensor
+    newest = weights_only(payloads[-1] | {weights: averaged}, weights)
+    return newest | {"averaged_from": [p.name for p in paths]}
 
 
-def average_last(run_dir: str | Path, last: int, output: Path | None = None) -> Path:
-    """Average the newest `last` epoch snapshots of a run into checkpoints/average<N>.pt."""
+def average_last(
+    run_dir: str | Path, last: int, output: Path | None = None, weights: str = "model"
+) -> Path:
+    """Average the newest `last` epoch snapshots of a run into checkpoints/average<N>.pt
+    (the moving averages they hold, `weights` "ema": ema-average<N>.pt)."""
     ckpt_dir = checkpoint_dir(run_dir)
     found = snapshots(ckpt_dir)
     if last < 1:
@@ -81,8 +93,9 @@ def average_last(run_dir: str | Path, last: int, output: Path | None = None) -> 
             f"{ckpt_dir} has {len(found)} epoch snapshots, {last} are needed: "
             "train with train.keep_last >= N"
         )
-    output = output or ckpt_dir / f"average{last}.pt"
-    save(average(found[-last:]), output)
+    prefix = "ema-" if weights == "ema" else ""
+    output = output or ckpt_dir / f"{prefix}average{last}.pt"
+    save(average(found[-last:], weights), output)
     return output
 
 

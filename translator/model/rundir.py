@@ -7,7 +7,10 @@
                                   updates, at each epoch end, at a budget cut and on
                                   SIGINT/SIGTERM; `--resume` continues from it exactly
     checkpoints/best.pt           the weights with the best validation BLEU
+    checkpoints/ema.pt            with train.ema: the moving average of the weights at its
+                                  best validation BLEU (the average is validated each epoch)
     checkpoints/epochNNNN.pt      weights of the last train.keep_last epochs, for averaging
+                                  (and their moving average, with train.ema)
 
 Every file is written atomically (checkpoint.py), so a kill at any moment leaves the
 previous version whole.
@@ -30,6 +33,7 @@ class RunDir:
         self.checkpoints = checkpoint.checkpoint_dir(self.path)
         self.last = self.checkpoints / "last.pt"
         self.best = self.checkpoints / "best.pt"
+        self.ema = self.checkpoints / "ema.pt"
         self.metrics = self.path / "metrics.tsv"
 
     def check(self, resume: bool, overwrite: bool) -> None:
@@ -65,19 +69,21 @@ class RunDir:
     def save_best(self, payload: dict[str, Any]) -> None:
         checkpoint.save(payload, self.best)
 
+    def save_ema(self, payload: dict[str, Any]) -> None:
+        checkpoint.save(checkpoint.weights_only(payload, "ema"), self.ema)
+
     def save_snapshot(self, payload: dict[str, Any], epoch: int, keep: int) -> None:
         checkpoint.save_snapshot(payload, self.checkpoints, epoch, keep)
 
     def write_metrics(self, rows: list[dict[str, Any]]) -> None:
         """metrics.tsv := these rows (the history kept in last.pt, so that the file and the
-        checkpoint agree after any kill); the header comes from the first row's keys."""
+        checkpoint agree after any kill); a column a row lacks is left empty."""
         if not rows:
             return
-        lines = ["\t".join(rows[0])]
-        for row in rows:
-            lines.append(
-                "\t".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row.values())
-            )
+        header = list(dict.fromkeys(key for row in rows for key in row))  # every row's keys
+        text = lambda v: f"{v:.6g}" if isinstance(v, float) else str(v)  # noqa: E731
+        lines = ["\t".join(header)]
+        lines += ["\t".join(text(row.get(key, "")) for key in header) for row in rows]
         checkpoint.write_text(self.metrics, "\n".join(lines) + "\n")
 
     def metric_rows(self) -> list[dict[str, str]]:

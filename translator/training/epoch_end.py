@@ -33,18 +33,21 @@ def end_of_epoch(trainer: Trainer) -> dict:
     kill in between is redone from the previous last.pt with the same outcome."""
     result = trainer.validate()
     row = metrics_row(trainer, result, complete=True)
+    average_best = validate_average(trainer, row)
     trainer.check_finite(row["train_loss"])
     trainer.state.start_next_epoch()
     trainer.epoch_loss.zero_()
-    trainer.schedule.after_epoch(result.loss, trainer.state.step)
+    trainer.schedule.after_epoch(result.loss, result.bleu, trainer.state.step)
     improved = improves(trainer, result)
     if improved:
         trainer.state.best_bleu, trainer.state.best_loss = result.bleu, result.loss
-    trainer.state.bad_epochs = 0 if improved else trainer.state.bad_epochs + 1
+    if average_best:
+        trainer.state.best_ema_bleu = row["ema_valid_bleu"]
+    trainer.state.bad_epochs = 0 if improved or average_best else trainer.state.bad_epochs + 1
     trainer.state.history.append(row)
     payload = trainer.payload()
     if trainer.ranks.main:
-        write_weights(trainer, payload, improved, trainer.state.epoch)
+        write_weights(trainer, payload, improved, trainer.state.epoch, average_best)
         trainer.run_dir.save(payload)
         trainer.run_dir.write_metrics(trainer.state.history)
     log_validation(trainer, row, result, improved)
@@ -58,12 +61,23 @@ def budget_cut(trainer: Trainer) -> dict:
     payload = trainer.save()
     result = trainer.validate()  # of the weights in `payload`
     row = metrics_row(trainer, result, complete=False)
+    average_best = validate_average(trainer, row)
     improved = improves(trainer, result)
     if trainer.ranks.main:
-        write_weights(trainer, payload, improved, trainer.state.epoch + 1)
+        write_weights(trainer, payload, improved, trainer.state.epoch + 1, average_best)
         trainer.run_dir.write_metrics([*trainer.state.history, row])
     log_validation(trainer, row, result, improved)
     return row
+
+
+def validate_average(trainer: Trainer, row: dict) -> bool:
+    """With train.ema, validate the weights' average too, into `row`'s ema_ columns;
+    whether it beats the average's best validation BLEU so far."""
+    if not trainer.ema:
+        return False
+    result = trainer.validate(trainer.ema.model)
+    row["ema_valid_loss"], row["ema_valid_bleu"] = result.loss, result.bleu
+    return result.bleu > trainer.state.best_ema_bleu
 
 
 def improves(trainer: Trainer, result: Validation) -> bool:
@@ -72,23 +86,30 @@ def improves(trainer: Trainer, result: Validation) -> bool:
     return (result.bleu, -result.loss) > (best.best_bleu, -best.best_loss)
 
 
-def write_weights(trainer: Trainer, payload: dict, improved: bool, epoch: int) -> None:
+def write_weights(
+    trainer: Trainer, payload: dict, improved: bool, epoch: int, average_best: bool
+) -> None:
     if improved:
         trainer.run_dir.save_best(payload)
+    if average_best:
+        trainer.run_dir.save_ema(payload)
     if trainer.cfg.keep_last:
         trainer.run_dir.save_snapshot(payload, epoch, trainer.cfg.keep_last)
 
 
 def log_validation(trainer: Trainer, row: dict, result: Validation, improved: bool) -> None:
     trainer.board.validation(trainer.state.step, result.loss, result.bleu)
+    average = f", EMA {row['ema_valid_bleu']:.2f}" if "ema_valid_bleu" in row else ""
     log.info(
-        "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s, %.0f tgt tok/s | %s → %s",
+        "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s%s, %.0f tgt tok/s"
+        " | %s → %s",
         row["epoch"],
         "" if row["complete"] else " (cut short)",
         row["train_loss"],
         result.loss,
         result.bleu,
         " (best)" if improved else "",
+        average,
         row["train_tokens_per_s"],
         trainer.data.bleu_src[0],
         result.hypotheses[0],

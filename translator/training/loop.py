@@ -65,7 +65,7 @@ def train(
         if resume:
             trainer.restore()
         elif weights is not None:
-            trainer.model.load_state_dict(weights)
+            trainer.start_from(weights)
             log.info(
                 "weights from %s; optimiser, schedule and counters start fresh",
                 config.train.init_from,

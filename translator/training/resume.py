@@ -33,6 +33,7 @@ from translator.data.ids import meta_file
 from translator.data.layout import SIDES
 from translator.errors import UserError
 from translator.model import checkpoint
+from translator.model.ema import WeightEMA
 from translator.model.rundir import checkpoint_in
 from translator.training.schedule import LRSchedule
 from translator.training.state import TrainState
@@ -46,9 +47,12 @@ def training_payload(
     schedule: LRSchedule,
     state: TrainState,
     rng: list[dict[str, Any]],
+    ema: WeightEMA | None = None,
 ) -> dict[str, Any]:
-    """Everything `--resume` needs (`rng`: every rank's random state, in rank order)."""
-    return {
+    """Everything `--resume` needs (`rng`: every rank's random state, in rank order), and
+    the weights' moving average if there is one."""
+    averaged = {"ema": ema.state_dict()} if ema else {}
+    return averaged | {
         "config": config.to_dict(),
         "tokenizers": data.tokenizer_paths,
         "tokenizer_models": data.tokenizer_models,

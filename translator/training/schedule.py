@@ -1,15 +1,22 @@
 """The learning-rate schedule: linear warm-up to `train.lr` over `train.warmup_steps`
-updates, then ReduceLROnPlateau on the validation loss (×`plateau_factor` after
-`plateau_patience` epochs without a better loss, down to `min_lr`). One object, saved and
-restored with the rest of the training state."""
+updates, then one of
+
+    plateau       ReduceLROnPlateau on `train.plateau_metric`, the validation loss (lower
+                  is better) or BLEU (higher is better): ×`plateau_factor` after
+                  `plateau_patience` epochs without a better value, down to `min_lr`
+    inverse_sqrt  fairseq's: lr × sqrt(warmup_steps / update), set before every update
+
+One object, saved and restored with the rest of the training state."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from translator.config import TrainConfig
+from translator.errors import UserError
 
 
 class LRSchedule:
@@ -17,22 +24,27 @@ class LRSchedule:
         self.optimizer = optimizer
         self.peak = cfg.lr
         self.warmup = cfg.warmup_steps
+        self.kind, self.metric = cfg.schedule, cfg.plateau_metric
         self.plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer,
+            mode="max" if self.metric == "bleu" else "min",
             factor=cfg.plateau_factor,
             patience=cfg.plateau_patience,
             min_lr=cfg.min_lr,
         )
 
     def before_update(self, update: int) -> None:
-        """Set the rate for update number `update` (1-based) while warming up."""
+        """Set the rate for update number `update` (1-based): while warming up, and every
+        update for inverse_sqrt."""
         if update <= self.warmup:
             self._set(self.peak * update / max(1, self.warmup))
+        elif self.kind == "inverse_sqrt":
+            self._set(self.peak * math.sqrt(max(1, self.warmup) / update))
 
-    def after_epoch(self, valid_loss: float, update: int) -> None:
+    def after_epoch(self, valid_loss: float, valid_bleu: float, update: int) -> None:
         """The plateau rule, once warm-up is over."""
-        if update >= self.warmup:
-            self.plateau.step(valid_loss)
+        if self.kind == "plateau" and update >= self.warmup:
+            self.plateau.step(valid_bleu if self.metric == "bleu" else valid_loss)
 
     @property
     def lr(self) -> float:
@@ -46,5 +58,10 @@ class LRSchedule:
         return {"plateau": self.plateau.state_dict(), "lr": self.lr}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["plateau"]["mode"] != self.plateau.mode:
+            raise UserError(
+                f"cannot resume: the run's plateau rule followed the other metric than "
+                f"train.plateau_metric = {self.metric!r} (start a new run to change it)"
+            )
         self.plateau.load_state_dict(state["plateau"])
         self._set(state["lr"])

@@ -19,7 +19,8 @@ class TrainState:
     position: int = 0  # batches of the current epoch's order already trained on
     best_bleu: float = -1.0
     best_loss: float = math.inf  # validation loss at the best BLEU (breaks ties)
-    bad_epochs: int = 0  # epochs since the best
+    best_ema_bleu: float = -1.0  # validation BLEU of the best weights' average (train.ema)
+    bad_epochs: int = 0  # epochs since the best (of the weights or their average)
     elapsed: float = 0.0  # seconds of the run so far, every session together
     epoch_loss: float = 0.0  # summed training loss of the current epoch so far ...
     epoch_tokens: int = 0  # ... over this many target tokens ...

@@ -28,6 +28,7 @@ from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.evaluation.validation import Validation, validate
 from translator.inference.torch_engine import Translator
+from translator.model.ema import WeightEMA
 from translator.model.loss import sequence_loss
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
@@ -69,6 +70,7 @@ class Trainer:
             log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # all of training/
         self.optimizer = build_optimizer(self.model, self.cfg)
         self.schedule = LRSchedule(self.optimizer, self.cfg)
+        self.ema = WeightEMA(self.model, self.cfg.ema) if self.cfg.ema else None
         self.state = TrainState()
         # the compiled module shares the model's parameters; checkpoints save the model
         self.forward = torch.compile(replicated, dynamic=True) if self.cfg.compile else replicated
@@ -92,7 +94,7 @@ class Trainer:
         state.elapsed = self.elapsed()
         rng = distributed.gather(random_state(), self.ranks)  # one per rank
         return resume.training_payload(
-            self.config, self.data, self.model, self.optimizer, self.schedule, state, rng
+            self.config, self.data, self.model, self.optimizer, self.schedule, state, rng, self.ema
         )
 
     def save(self) -> dict:
@@ -112,6 +114,11 @@ class Trainer:
         tokenizers = self.data.tokenizer_models
         resume.check_resumable(self.run_dir.last, payload, self.config, tokenizers, groups)
         self.state = resume.load_training_state(payload, self.model, self.optimizer, self.schedule)
+        if self.ema and "ema" in payload:
+            self.ema.load_state_dict(payload["ema"])
+        elif self.ema:
+            self.ema.restart()
+            log.info("train.ema is new to this run: the average starts from the resumed weights")
         loss = self.state.epoch_loss if self.ranks.main else 0.0  # counted once, on rank 0
         self.epoch_loss = torch.tensor(loss, device=self.device)
         self.session_elapsed = self.state.elapsed
@@ -119,6 +126,12 @@ class Trainer:
         set_random_state(states[self.ranks.rank % len(states)])
         if self.ranks.main:
             self.run_dir.write_metrics(self.state.history)  # drop rows after last.pt
+
+    def start_from(self, weights: dict) -> None:
+        """Fine-tuning: these weights (and the average starting from them)."""
+        self.model.load_state_dict(weights)
+        if self.ema:
+            self.ema.restart()
 
     def elapsed(self) -> float:
         return self.session_elapsed + time.monotonic() - self.session_start
@@ -158,6 +171,8 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema:
+            self.ema.update()
         return total
 
     def train_epoch(self, budget: float) -> str | None:
@@ -227,10 +242,11 @@ class Trainer:
         return distributed.sum_all(self.epoch_loss, self.ranks).item()
 
     # ---- validation --------------------------------------------------------------------
-    def validate(self) -> Validation:
-        """Validation loss and greedy BLEU (decode.beam is for translate and eval)."""
+    def validate(self, model: torch.nn.Module | None = None) -> Validation:
+        """Validation loss and greedy BLEU (decode.beam is for translate and eval) of the
+        model being trained, or of `model` (the weights' average)."""
         greedy = replace(self.config.decode, beam=1)
-        translator = Translator(self.model, self.src_tok, self.tgt_tok, greedy)
+        translator = Translator(model or self.model, self.src_tok, self.tgt_tok, greedy)
         data = self.data
         result = None
         if self.ranks.main:
