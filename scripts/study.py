@@ -5,6 +5,12 @@ change each, with the same data, seed and time budget, and score each on the tes
     python scripts/study.py --minutes 20 --only baseline lr-2e-3
     python scripts/study.py --rescore                     # score the trained variants again
     python scripts/study.py --table                       # the results as a Markdown table
+    python scripts/study.py -c configs/tatoeba-cpu.toml --set "train.device='cuda'" …
+
+`--set` changes every variant (the base config's prepared data is still the one the
+variants share). Several studies may train at once on one machine (a GPU has room for
+many small runs), each with its own --out, once `--prepare-only` has written the data
+every one of them reads.
 
 Each variant's row is written to runs/study/results.tsv as it finishes (a rerun with --only
 replaces it), so an interrupted study resumes where it stopped. Keep the machine otherwise
@@ -27,12 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 from translator import config as config_module  # noqa: E402
 from translator.corpus.pipeline import prepare  # noqa: E402
+from translator.data.ids import Sampling, encode_splits, up_to_date  # noqa: E402
 from translator.data.layout import tokenizer_file  # noqa: E402
 from translator.errors import UserError  # noqa: E402
 from translator.evaluation.evaluator import evaluate_files  # noqa: E402
 from translator.model.checkpoint import average_last  # noqa: E402
 from translator.model.rundir import RunDir  # noqa: E402
-from translator.runtime import keep_freed_memory  # noqa: E402
+from translator.runtime import keep_freed_memory, worker_count  # noqa: E402
 from translator.training.loop import train  # noqa: E402
 
 AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
@@ -115,13 +122,15 @@ def data_dir(config, base) -> str:
             shutil.copytree(base.data.dir, copy)
         return str(copy)
     src, tgt, byte_fallback = tokenizers(d)
-    name = f"{base.data.dir}-v{src // 1000}k-{tgt // 1000}k" + ("" if byte_fallback else "-nobf")
+    size = lambda n: f"{n // 1000}k" if n % 1000 == 0 else str(n)  # noqa: E731
+    name = f"{base.data.dir}-v{size(src)}-{size(tgt)}" + ("" if byte_fallback else "-nobf")
     return name + (sampled if d.subword_sampling else "")
 
 
-def variant_config(base_config: Path, name: str, minutes: float, out: Path):
+def variant_config(base_config: Path, name: str, minutes: float, out: Path, extra=()):
     overrides = [
         *VARIANTS[name],
+        *extra,
         f"train.run_dir='{out / name}'",
         f"train.max_minutes={minutes}",
         f"train.keep_last={AVERAGE_LAST}",
@@ -131,20 +140,28 @@ def variant_config(base_config: Path, name: str, minutes: float, out: Path):
     return config
 
 
-def describe(name: str) -> str:
-    return " ".join(f"`{change}`" for change in VARIANTS[name]) or "none"
+def describe(name: str, extra=()) -> str:
+    return " ".join(f"`{change}`" for change in [*VARIANTS[name], *extra]) or "none"
 
 
-def run_variant(config, name: str) -> dict:
-    """Train one variant from scratch; its row without the test scores."""
+def prepare_data(config) -> None:
+    """The variant's prepared data, its sampled encodings too (which `train` would write)."""
     if not tokenizer_file(config.data.dir, "zh").is_file():
         prepare(config.data)
+    sampling = Sampling.of(config.data)
+    if not up_to_date(config.data.dir, sampling):
+        encode_splits(config.data.dir, worker_count(config.data.workers), sampling)
+
+
+def run_variant(config, name: str, extra=()) -> dict:
+    """Train one variant from scratch; its row without the test scores."""
+    prepare_data(config)
     started = time.perf_counter()
     result = train(config, overwrite=True, progress=False)
     history = result.history
     return {
         "variant": name,
-        "changes": describe(name),
+        "changes": describe(name, extra),
         "minutes": f"{(time.perf_counter() - started) / 60:.1f}",
         "epochs": result.state.epoch,
         "updates": result.state.step,
@@ -268,7 +285,13 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--only", nargs="*", help="variant names (default: all)")
     parser.add_argument("--out", type=Path, default=Path("runs/study"))
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for every variant"
+    )
     parser.add_argument("--table", action="store_true", help="print the results and stop")
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="write the variants' data and stop"
+    )
     parser.add_argument(
         "--rescore", action="store_true", help="score the trained variants again, no training"
     )
@@ -286,16 +309,18 @@ def main() -> None:
         names = [name for name in args.only or VARIANTS if name in done]
     else:
         names = [name for name in args.only or VARIANTS if args.only or name not in done]
+    if args.prepare_only:
+        for name in names:
+            prepare_data(variant_config(args.config, name, args.minutes, args.out, args.set))
+        return
     for name in names:
         while (args.out / HOLD).exists():  # someone needs the cores: wait, do not share them
             time.sleep(5)
-        print(
-            f"{time.strftime('%H:%M')} {name}: {' '.join(VARIANTS[name]) or 'baseline'}", flush=True
-        )
-        config = variant_config(args.config, name, args.minutes, args.out)
-        row = {"variant": name, "changes": describe(name)}
+        print(f"{time.strftime('%H:%M')} {name}: {describe(name, args.set)}", flush=True)
+        config = variant_config(args.config, name, args.minutes, args.out, args.set)
+        row = {"variant": name, "changes": describe(name, args.set)}
         if not args.rescore:
-            row = run_variant(config, name)
+            row = run_variant(config, name, args.set)
         try:
             row.update(score_run(config))
         except UserError as e:  # a run from before train.keep_last, or cut short

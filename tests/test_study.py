@@ -2,6 +2,7 @@
 seconds): it must not rot."""
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,21 @@ def test_study_names_unknown_variants(tmp_path):
     result = study(tmp_path, "--only", "no-such-variant")
     assert result.returncode != 0
     assert "unknown variants: no-such-variant" in result.stderr
+
+
+def test_prepare_only_writes_every_variants_data_and_trains_nothing(tmp_path, corpus):
+    """What lets several studies train at once on one machine (scripts/gpu_study.sh): the
+    data they share, sampled encodings included, is written first; --set reaches it."""
+    (tmp_path / "study.toml").write_text(CONFIG)
+    sets = ["--set", "data.src_vocab_size=50"]  # a vocabulary change: its own directory
+    result = study(tmp_path, "--only", "baseline", "levers", *sets, "--prepare-only")
+    assert result.returncode == 0, result.stderr
+    plain, sampled = tmp_path / "prepared-v50-320", tmp_path / "prepared-v50-320-sw4-both-0.1"
+    assert (plain / "ids.json").is_file() and not (tmp_path / "prepared").exists()
+    assert json.loads((sampled / "ids.json").read_text())["sampling"]["count"] == 4
+    assert all(
+        (sampled / f"train.{lang}.s{k}.ids.bin").is_file()
+        for lang in ("en", "zh")
+        for k in range(1, 5)
+    )
+    assert not (tmp_path / "runs").exists()  # nothing trained, no results

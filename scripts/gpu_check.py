@@ -1,0 +1,155 @@
+"""Is training and decoding on a GPU correct? Several checks in one command, a table last.
+
+    python scripts/gpu_check.py -c configs/tatoeba-gpu.toml --out DIR [--device cuda]
+
+1. bf16 autocast against fp32: the loss of the same --steps updates from one seed, both
+   ways: the largest gap of one update's loss and the gap of the last 20 updates' mean.
+2. `train.compile` against eager, the same over --compile-steps updates (bf16 both).
+3. Resume (`train --resume`): --epochs epochs straight through, twice (two runs of the same
+   seed differ by the GPU's own nondeterminism: atomics in the backward pass), and once
+   stopped an epoch early then resumed. The last epoch's losses and the largest weight
+   difference, resumed against straight, beside straight against straight. The runs use
+   `train.ema` and `train.plateau_metric = "bleu"`, so the average and the schedule travel
+   through last.pt too, and dropout draws from the restored CUDA random state.
+4. Cached against uncached greedy decoding (the decoder run over the whole prefix for every
+   token) of --sentences validation sentences with the model from 3, in fp32: the share of
+   sentences with the same output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+import gpu_profile  # noqa: E402
+from gpu_profile import Steps, bf16_vs_fp32, load  # noqa: E402
+
+from translator.corpus.pipeline import prepare  # noqa: E402
+from translator.data.batching import pad, padding_mask  # noqa: E402
+from translator.data.layout import read_split, tokenizer_file  # noqa: E402
+from translator.data.tokenizer import BOS, EOS  # noqa: E402
+from translator.inference.search import NEVER_OUTPUT, greedy  # noqa: E402
+from translator.inference.torch_engine import Translator  # noqa: E402
+from translator.model.rundir import RunDir  # noqa: E402
+from translator.training.loop import train  # noqa: E402
+from translator.training.trainer import Trainer  # noqa: E402
+
+
+def uncached_greedy(model, src: torch.Tensor, max_lens: torch.Tensor) -> list[list[int]]:
+    """The naive algorithm: re-run the decoder over the whole prefix for every token."""
+    mask = padding_mask(src)
+    memory = model.encode(src, mask)
+    prefix = torch.full((src.size(0), 1), BOS, device=src.device)
+    for _ in range(int(max_lens.max())):
+        logits, _ = model.decode(prefix, model.start_decoding(memory, mask))
+        logits = logits[:, -1].float()
+        logits[:, NEVER_OUTPUT] = float("-inf")
+        prefix = torch.cat([prefix, logits.argmax(-1, keepdim=True)], dim=1)
+    outputs = []
+    for row, limit in zip(prefix[:, 1:].tolist(), max_lens.tolist(), strict=True):
+        row = row[:limit]
+        outputs.append(row[: row.index(EOS)] if EOS in row else row)
+    return outputs
+
+
+def gaps(a: torch.Tensor, b: torch.Tensor) -> str:
+    tail = (a[-20:].mean() - b[-20:].mean()).abs()
+    return f"largest per-update gap {(a - b).abs().max():.4f}, last 20 updates' mean {tail:.4f}"
+
+
+def compiled_vs_eager(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    curves = []
+    for compiled in (True, False):
+        config.train.compile = compiled
+        curves.append(Steps(Trainer(config, progress=False)).run(n)[3])
+    config.train.compile = False
+    return curves[0], curves[1]
+
+
+def resume_runs(path: str, inputs, epochs: int, out: Path) -> dict[str, Path]:
+    """Run directories: straight (twice) and resumed, `epochs` epochs each."""
+    values = {"train.ema": 0.999, "train.plateau_metric": "bleu", "train.max_minutes": 0}
+    runs = {}
+    for name in ("straight", "again", "resumed"):
+        run_dir = out / f"resume-{name}"
+        first = epochs - 1 if name == "resumed" else epochs
+        config = load(path, inputs, **values, **{"train.run_dir": str(run_dir)})
+        config.train.max_epochs, config.train.patience = first, epochs + 1
+        train(config, overwrite=True, progress=False)
+        if name == "resumed":
+            config.train.max_epochs = epochs
+            train(config, resume=True, progress=False)
+        runs[name] = run_dir
+    return runs
+
+
+def compare_runs(a: Path, b: Path) -> str:
+    last = [RunDir(d).metric_rows()[-1] for d in (a, b)]
+    weights = [torch.load(RunDir(d).last, map_location="cpu")["model"] for d in (a, b)]
+    largest = max((weights[0][k].float() - weights[1][k].float()).abs().max() for k in weights[0])
+    train_gap = abs(float(last[0]["train_loss"]) - float(last[1]["train_loss"]))
+    valid_gap = abs(float(last[0]["valid_loss"]) - float(last[1]["valid_loss"]))
+    return f"train loss gap {train_gap:.5f}, valid loss gap {valid_gap:.5f}, weights {largest:.2e}"
+
+
+def cached_vs_uncached(checkpoint: Path, data_dir: str, device: str, n: int) -> str:
+    translator = Translator.from_checkpoint(checkpoint, device)
+    model = translator.model.float().eval()
+    sources = translator.encode(read_split(data_dir, "valid")[0][:n])
+    same = total = 0
+    for start in range(0, len(sources), 64):
+        src = pad(sources[start : start + 64]).to(model.project.weight.device)
+        max_lens = torch.full((src.size(0),), 40)
+        with torch.inference_mode():
+            expected = uncached_greedy(model, src, max_lens)
+            got = greedy(model, src, padding_mask(src), max_lens)
+        same += sum(g == e for g, e in zip(got, expected, strict=True))
+        total += len(expected)
+    return f"{same} of {total} sentences identical ({same / total:.1%})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-c", "--config", default="configs/tatoeba-gpu.toml")
+    parser.add_argument("--input", action="append", help="the corpus, instead of the config's")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--compile-steps", type=int, default=50, help="0: no compile check")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"))
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    gpu_profile.DEVICE = args.device
+    args.out.mkdir(parents=True, exist_ok=True)
+    config = load(args.config, args.input)
+    if not tokenizer_file(config.data.dir, "zh").is_file():
+        prepare(config.data)
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    lines = [f"{device}, torch {torch.__version__}, {args.config}"]
+
+    def report(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    report(f"bf16 vs fp32, {args.steps} updates: {gaps(*bf16_vs_fp32(config, args.steps))}")
+    runs = resume_runs(args.config, args.input, args.epochs, args.out)
+    floor = compare_runs(runs["straight"], runs["again"])
+    report(f"resume, {args.epochs} epochs, straight vs straight: {floor}")
+    report(f"resume, resumed vs straight: {compare_runs(runs['resumed'], runs['straight'])}")
+    checkpoint = RunDir(runs["straight"]).last
+    cached = cached_vs_uncached(checkpoint, config.data.dir, args.device, args.sentences)
+    report(f"cached vs uncached greedy, fp32: {cached}")
+    if args.compile_steps:
+        curves = compiled_vs_eager(config, args.compile_steps)
+        report(f"compiled vs eager, {args.compile_steps} updates: {gaps(*curves)}")
+    (args.out / "gpu_check.md").write_text("\n".join(f"- {line}" for line in lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""scripts/gpu_check.py runs end to end on the CPU (--device cpu), so the GPU correctness
+checks cannot rot between the sessions that have a GPU. On the CPU every check must come
+out exact: autocast is off there, and a resumed run repeats a straight one bit for bit."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from test_cli import CONFIG
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+
+
+def test_gpu_check_runs_on_the_cpu(tmp_path, corpus):
+    (tmp_path / "small.toml").write_text(CONFIG.replace('"corpus.tsv"', f'"{corpus}"'))
+    command = [sys.executable, str(SCRIPT), "-c", "small.toml", "--device", "cpu", "--out", "out"]
+    command += ["--steps", "4", "--compile-steps", "0", "--epochs", "2", "--sentences", "20"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = (tmp_path / "out/gpu_check.md").read_text().splitlines()
+    assert lines[0].startswith("- CPU, torch ")
+    exact = "train loss gap 0.00000, valid loss gap 0.00000, weights 0.00e+00"
+    assert lines[2] == f"- resume, 2 epochs, straight vs straight: {exact}"
+    assert lines[3] == f"- resume, resumed vs straight: {exact}"
+    assert lines[4] == "- cached vs uncached greedy, fp32: 20 of 20 sentences identical (100.0%)"
+    assert (tmp_path / "out/resume-resumed/checkpoints/last.pt").is_file()
