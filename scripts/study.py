@@ -80,28 +80,13 @@ VARIANTS: dict[str, list[str]] = {
     "levers-seed-2": [*LEVERS, "train.seed=2"],
     "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],
 }
-FIELDS = [
-    "variant",
-    "changes",
-    "minutes",
-    "epochs",
-    "updates",
-    "tokens_per_s",
-    "valid_bleu",
-    "test_bleu",
-    "test_chrf",
-    "test_bleu_beam5",
-    "test_chrf_beam5",
-    f"valid_bleu_avg{AVERAGE_LAST}",
-    f"test_bleu_avg{AVERAGE_LAST}",
-    f"test_bleu_avg{AVERAGE_LAST}_beam5",
-    f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref",
-    "valid_bleu_ema",
-    "test_bleu_ema",
-    "test_bleu_ema_beam5",
-    "test_bleu_ema_beam5_1ref",
-    "newstest2021_bleu_beam5",  # the chosen model's: the EMA if there is one, else average
-]
+N = AVERAGE_LAST
+FIELDS = (  # newstest2021: the chosen model's, the EMA if there is one, else the average
+    "variant changes minutes epochs updates tokens_per_s valid_bleu test_bleu test_chrf "
+    f"test_bleu_beam5 test_chrf_beam5 valid_bleu_avg{N} test_bleu_avg{N} test_bleu_avg{N}_beam5 "
+    f"test_bleu_avg{N}_beam5_1ref valid_bleu_ema test_bleu_ema test_bleu_ema_beam5 "
+    "test_bleu_ema_beam5_1ref newstest2021_bleu_beam5"
+).split()
 NEWS = ROOT.parent / "shared/data/wmt/newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
 HOLD = "hold"  # while this file is in --out, no new variant starts training (see main)
 
