@@ -102,6 +102,14 @@ def test_time_budget_stops_and_saves(config, tmp_path):
     assert (tmp_path / "run/checkpoints/best.pt").is_file()
 
 
+def test_update_budget_stops_mid_epoch_and_resumes_to_it(config):
+    cut = train(with_train(config, max_epochs=50, max_updates=3), progress=False)
+    assert cut.state.step == 3 and "max_updates (3)" in cut.stop_reason
+    assert cut.history[-1]["complete"] == 0  # an epoch of the test data is longer than 3
+    again = train(with_train(config, max_epochs=50, max_updates=5), resume=True, progress=False)
+    assert again.state.step == 5  # the limit counts every update of the run, as fairseq's
+
+
 def test_early_stopping_on_validation_bleu(config):
     result = train(
         with_train(config, max_epochs=50, patience=1, lr=0.0, warmup_steps=1), progress=False

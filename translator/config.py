@@ -66,6 +66,7 @@ class TrainConfig:
     run_dir: str = "runs/default"
     max_epochs: int = 50
     max_minutes: float = 0.0  # 0: no time budget
+    max_updates: int = 0  # stop after this many optimiser updates in all (0: no limit)
     max_tokens: int = 4096  # padded target-or-source tokens per batch
     lr: float = 1e-3  # peak learning rate, reached at the end of warm-up
     warmup_steps: int = 1000

@@ -40,6 +40,10 @@ def train(
     max_minutes: Annotated[
         float | None, typer.Option("--max-minutes", help="Time budget (default: the config's).")
     ] = None,
+    max_updates: Annotated[
+        int | None,
+        typer.Option("--max-updates", help="Stop after this many updates (train.max_updates)."),
+    ] = None,
     device: DeviceOpt = None,
     tensorboard: Annotated[
         bool | None,
@@ -63,6 +67,7 @@ def train(
         "train.init_from": None if init_from is None else str(init_from),
         "train.device": device,
         "train.max_minutes": max_minutes,
+        "train.max_updates": max_updates,
         "train.tensorboard": tensorboard,
     }
     cfg = config_module.load(config, set_ or [], values)

@@ -111,15 +111,22 @@ def until_stopped(trainer: Trainer, budget: float, history: list[dict]) -> str:
             return f"reached train.max_epochs ({cfg.max_epochs})"
         if state.bad_epochs >= cfg.patience:
             return f"early stopping: no better validation BLEU in {cfg.patience} epochs"
-        if state.step and trainer.elapsed() > budget:  # a new run makes one update
-            return f"time budget of {cfg.max_minutes:g} minutes used"
+        if state.step and trainer.budget_used(budget):  # a new run makes one update
+            return budget_reason(trainer)
         stopped = trainer.train_epoch(budget)
         if stopped == "signal":
             interrupt(trainer)
         if stopped == "budget":
             history.append(epoch_end.budget_cut(trainer))
-            return f"time budget of {cfg.max_minutes:g} minutes used"
+            return budget_reason(trainer)
         history.append(epoch_end.end_of_epoch(trainer))
+
+
+def budget_reason(trainer: Trainer) -> str:
+    cfg = trainer.cfg
+    if cfg.max_updates > 0 and trainer.state.step >= cfg.max_updates:
+        return f"reached train.max_updates ({cfg.max_updates:,})"
+    return f"time budget of {cfg.max_minutes:g} minutes used"
 
 
 def interrupt(trainer: Trainer) -> None:

@@ -232,9 +232,14 @@ class Trainer:
         if self.cfg.save_every and step % self.cfg.save_every == 0:
             self.save()
 
+    def budget_used(self, budget: float) -> bool:
+        """Past the time budget (seconds) or at train.max_updates."""
+        updates = self.cfg.max_updates
+        return self.elapsed() > budget or (updates > 0 and self.state.step >= updates)
+
     def stop_requested(self, budget: float) -> str | None:
         """A signal or the budget, as one decision for all ranks."""
-        wish = 2 if self.signals.requested is not None else int(self.elapsed() > budget)
+        wish = 2 if self.signals.requested is not None else int(self.budget_used(budget))
         return {0: None, 1: "budget", 2: "signal"}[distributed.highest(wish, self.ranks)]
 
     def global_loss(self) -> float:
