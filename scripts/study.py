@@ -54,7 +54,10 @@ VARIANTS: dict[str, list[str]] = {
     "warmup-300": ["train.warmup_steps=300"],
     "dropout-0.2": ["model.dropout=0.2"],
     "dropout-0": ["model.dropout=0.0"],
+    "dropout-0.3": ["model.dropout=0.3"],
     "label-smoothing-0": ["train.label_smoothing=0.0"],
+    "vocab-2k": ["data.src_vocab_size=2000", "data.tgt_vocab_size=2000"],
+    "vocab-3k": ["data.src_vocab_size=3000", "data.tgt_vocab_size=3000"],
     "vocab-4k": ["data.src_vocab_size=4000", "data.tgt_vocab_size=4000"],
     "vocab-8k": ["data.src_vocab_size=8000", "data.tgt_vocab_size=8000"],
     "vocab-16k": ["data.src_vocab_size=16000", "data.tgt_vocab_size=16000"],
@@ -63,6 +66,7 @@ VARIANTS: dict[str, list[str]] = {
     "post-norm": ["model.norm='post'"],
     "layers-2+2": ["model.encoder_layers=2", "model.decoder_layers=2"],
     "layers-4+4": ["model.encoder_layers=4", "model.decoder_layers=4"],
+    "layers-6+6": ["model.encoder_layers=6", "model.decoder_layers=6"],
     "width-384": ["model.d_model=384", "model.heads=6", "model.ff_dim=1536"],
     "batch-2048": ["train.max_tokens=2048"],
     "lr-5e-4": ["train.lr=5e-4"],
@@ -79,6 +83,7 @@ VARIANTS: dict[str, list[str]] = {
     "levers": LEVERS,
     "levers-seed-2": [*LEVERS, "train.seed=2"],
     "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],
+    "levers-dropout-0.3": [*LEVERS, "model.dropout=0.3"],
 }
 N = AVERAGE_LAST
 FIELDS = (  # newstest2021: the chosen model's, the EMA if there is one, else the average
