@@ -124,7 +124,7 @@ def until_stopped(trainer: Trainer, budget: float, history: list[dict]) -> str:
 
 def budget_reason(trainer: Trainer) -> str:
     cfg = trainer.cfg
-    if cfg.max_updates > 0 and trainer.state.step >= cfg.max_updates:
+    if trainer.updates_used():
         return f"reached train.max_updates ({cfg.max_updates:,})"
     return f"time budget of {cfg.max_minutes:g} minutes used"
 

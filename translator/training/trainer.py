@@ -232,10 +232,13 @@ class Trainer:
         if self.cfg.save_every and step % self.cfg.save_every == 0:
             self.save()
 
+    def updates_used(self) -> bool:
+        """At train.max_updates (0: no limit)."""
+        return 0 < self.cfg.max_updates <= self.state.step
+
     def budget_used(self, budget: float) -> bool:
         """Past the time budget (seconds) or at train.max_updates."""
-        updates = self.cfg.max_updates
-        return self.elapsed() > budget or (updates > 0 and self.state.step >= updates)
+        return self.elapsed() > budget or self.updates_used()
 
     def stop_requested(self, budget: float) -> str | None:
         """A signal or the budget, as one decision for all ranks."""
