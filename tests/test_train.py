@@ -99,6 +99,7 @@ def test_time_budget_stops_and_saves(config, tmp_path):
     result = train(with_train(config, max_epochs=50, max_minutes=1e-6), progress=False)
     assert result.state.epoch == 0 and result.state.step == 1 and result.state.position == 1
     assert "time budget" in result.stop_reason and result.history[0]["complete"] == 0
+    assert result.best_bleu == result.history[0]["valid_bleu"] >= 0  # the cut's, for best.pt
     assert (tmp_path / "run/checkpoints/best.pt").is_file()
 
 

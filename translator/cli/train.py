@@ -83,7 +83,7 @@ def train(
         where = f"in epoch {state.epoch + 1} ({state.position}/{result.batches_per_epoch} batches)"
     typer.echo(f"stopped {where}, {state.step:,} updates: {result.stop_reason}")
     typer.echo(
-        f"best valid BLEU {state.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
+        f"best valid BLEU {result.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
     )
     exit_finished_worker()  # under torchrun: no interpreter teardown (see there)
 

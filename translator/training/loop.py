@@ -46,6 +46,11 @@ class TrainResult:
     batches_per_epoch: int
     history: list[dict] = field(default_factory=list)  # the rows this session added
 
+    @property
+    def best_bleu(self) -> float:
+        """The best validation BLEU of the run, a budget cut's included (best.pt's)."""
+        return max([self.state.best_bleu, *(row["valid_bleu"] for row in self.history)])
+
 
 def train(
     config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
