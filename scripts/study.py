@@ -83,6 +83,7 @@ VARIANTS: dict[str, list[str]] = {
     "levers": LEVERS,
     "levers-seed-2": [*LEVERS, "train.seed=2"],
     "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],
+    "levers-dropout-0.2-seed-2": [*LEVERS, "model.dropout=0.2", "train.seed=2"],
     "levers-dropout-0.3": [*LEVERS, "model.dropout=0.3"],
 }
 N = AVERAGE_LAST
@@ -156,7 +157,7 @@ def run_variant(config, name: str, extra=()) -> dict:
         "epochs": result.state.epoch,
         "updates": result.state.step,
         "tokens_per_s": f"{sum(r['train_tokens_per_s'] for r in history) / len(history):.0f}",
-        "valid_bleu": f"{result.state.best_bleu:.2f}",
+        "valid_bleu": f"{result.best_bleu:.2f}",
     }
 
 
