@@ -85,26 +85,33 @@ VARIANTS: dict[str, list[str]] = {
     "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],
     "levers-dropout-0.2-seed-2": [*LEVERS, "model.dropout=0.2", "train.seed=2"],
     "levers-dropout-0.3": [*LEVERS, "model.dropout=0.3"],
+    # one lever taken away from a config that has them all (configs/tatoeba-cpu-60.toml)
+    "no-ema": ["train.ema=0"],
+    "plateau-loss": ["train.plateau_metric='loss'"],
+    "no-subword": ["data.subword_sampling=0"],
+    "dropout-0.1": ["model.dropout=0.1"],
 }
 N = AVERAGE_LAST
 FIELDS = (  # newstest2021: the chosen model's, the EMA if there is one, else the average
     "variant changes minutes epochs updates tokens_per_s valid_bleu test_bleu test_chrf "
     f"test_bleu_beam5 test_chrf_beam5 valid_bleu_avg{N} test_bleu_avg{N} test_bleu_avg{N}_beam5 "
     f"test_bleu_avg{N}_beam5_1ref valid_bleu_ema test_bleu_ema test_bleu_ema_beam5 "
-    "test_bleu_ema_beam5_1ref newstest2021_bleu_beam5"
+    f"test_bleu_ema_beam5_1ref newstest2021_bleu_beam5 test_chrf_avg{N}_beam5 test_chrf_ema_beam5"
 ).split()
 NEWS = ROOT.parent / "shared/data/wmt/newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
 HOLD = "hold"  # while this file is in --out, no new variant starts training (see main)
 
 
 def data_dir(config, base) -> str:
-    """Prepared data is shared by variants with the base config's tokenizer settings; one
-    with sampled encodings has its own copy of the base data (sampled by `train`)."""
+    """Prepared data is shared by variants with the base config's tokenizer settings and
+    sampling; one that samples otherwise has its own copy of the base data (sampled by
+    `train`)."""
     tokenizers = lambda c: (c.src_vocab_size, c.tgt_vocab_size, c.byte_fallback)  # noqa: E731
     d = config.data
     sampled = f"-sw{d.subword_sampling}-{d.subword_sides}-{d.subword_alpha:g}"
+    sampled = sampled if d.subword_sampling else "-sw0"
     if tokenizers(d) == tokenizers(base.data):
-        if not d.subword_sampling:
+        if Sampling.of(d) == Sampling.of(base.data):
             return base.data.dir
         copy = Path(base.data.dir + sampled)
         if not copy.is_dir():
@@ -184,6 +191,7 @@ def score_run(config) -> dict:
             f"test_bleu_avg{AVERAGE_LAST}": f"{greedy_averaged.bleu:.2f}",
             f"test_bleu_avg{AVERAGE_LAST}_beam5": f"{beam_averaged.bleu:.2f}",
             f"test_bleu_avg{AVERAGE_LAST}_beam5_1ref": f"{beam_averaged.bleu_1ref:.2f}",
+            f"test_chrf_avg{AVERAGE_LAST}_beam5": f"{beam_averaged.chrf:.2f}",
         }
         | score_ema(config)
         | score_news(config, RunDir(config.train.run_dir).ema if config.train.ema else averaged)
@@ -205,6 +213,7 @@ def score_ema(config) -> dict:
         "test_bleu_ema": f"{greedy.bleu:.2f}",
         "test_bleu_ema_beam5": f"{beam.bleu:.2f}",
         "test_bleu_ema_beam5_1ref": f"{beam.bleu_1ref:.2f}",
+        "test_chrf_ema_beam5": f"{beam.chrf:.2f}",
     }
 
 

@@ -68,3 +68,21 @@ def test_prepare_only_writes_every_variants_data_and_trains_nothing(tmp_path, co
         for k in range(1, 5)
     )
     assert not (tmp_path / "runs").exists()  # nothing trained, no results
+
+
+def test_a_sampling_base_keeps_its_data_and_a_variant_without_gets_a_copy(tmp_path, corpus):
+    """configs/tatoeba-cpu-60.toml samples: its baseline trains on the config's own prepared
+    directory, and a variant that turns sampling off must not re-encode that directory
+    under the baseline (which would drop its sampled encodings)."""
+    config = CONFIG.replace("tgt_vocab_size = 320", "tgt_vocab_size = 320\nsubword_sampling = 2")
+    (tmp_path / "study.toml").write_text(config)
+    result = study(tmp_path, "--only", "baseline", "no-subword", "--prepare-only")
+    assert result.returncode == 0, result.stderr
+    base, plain = tmp_path / "prepared", tmp_path / "prepared-sw0"
+    assert json.loads((base / "ids.json").read_text())["sampling"]["count"] == 2
+    assert (base / "train.zh.s2.ids.bin").is_file()
+    assert json.loads((plain / "ids.json").read_text())["sampling"] is None
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("prepared")) == [
+        "prepared",
+        "prepared-sw0",
+    ]
