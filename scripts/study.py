@@ -78,6 +78,7 @@ VARIANTS: dict[str, list[str]] = {
     "plateau-bleu-p4": ["train.plateau_metric='bleu'", "train.plateau_patience=4"],
     "inverse-sqrt": ["train.schedule='inverse_sqrt'"],
     "ema-0.999": ["train.ema=0.999"],
+    "ema-0.9995": ["train.ema=0.9995"],
     "ema-0.9998": ["train.ema=0.9998"],
     "subword-4": ["data.subword_sampling=4"],
     "levers": LEVERS,
