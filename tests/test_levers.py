@@ -135,10 +135,12 @@ def test_cli_averages_the_ema_and_evaluates_it(config, tmp_path):
     assert "weights: the moving average of training's (train.ema 0.9)" in info.stdout
 
 
-def test_resume_with_every_lever_on_is_exact(config, tmp_path, monkeypatch):
+@pytest.mark.parametrize("schedule", ["plateau", "inverse_sqrt"])
+def test_resume_with_every_lever_on_is_exact(config, tmp_path, monkeypatch, schedule):
     def levers(name):
         cfg = exact_config(config, tmp_path, name)
         cfg.train.ema, cfg.train.plateau_metric = 0.9, "bleu"
+        cfg.train.schedule, cfg.train.warmup_steps = schedule, 3  # cut at 5: past warm-up
         cfg.data.subword_sampling = 2
         return cfg
 
