@@ -169,7 +169,7 @@ def run_variant(config, name: str, extra=()) -> dict:
     }
 
 
-def score_run(config) -> dict:
+def score_run(config, news: Path | None = NEWS) -> dict:
     """Score a trained variant's best checkpoint (greedy and beam 5) and the average of its
     last epochs (greedy on valid and test, beam 5 on test) from the checkpoints in its run
     directory. Every score is multi-reference but the one marked 1ref (first reference)."""
@@ -195,7 +195,9 @@ def score_run(config) -> dict:
             f"test_chrf_avg{AVERAGE_LAST}_beam5": f"{beam_averaged.chrf:.2f}",
         }
         | score_ema(config)
-        | score_news(config, RunDir(config.train.run_dir).ema if config.train.ema else averaged)
+        | score_news(
+            config, RunDir(config.train.run_dir).ema if config.train.ema else averaged, news
+        )
     )
 
 
@@ -218,11 +220,13 @@ def score_ema(config) -> dict:
     }
 
 
-def score_news(config, checkpoint: Path) -> dict:
-    """newstest2021 against refA and refB, beam 5 (it should not fall); none when the WMT
-    files are absent."""
-    refs = [NEWS.with_name(NEWS.name + f".ref{r}.zh") for r in "AB"]
-    source = NEWS.with_name(NEWS.name + ".en")
+def score_news(config, checkpoint: Path, news: Path | None) -> dict:
+    """newstest2021 (news: the files' prefix) against refA and refB, beam 5 (it should not
+    fall); none when the files are absent."""
+    if news is None:
+        return {}
+    refs = [news.with_name(news.name + f".ref{r}.zh") for r in "AB"]
+    source = news.with_name(news.name + ".en")
     if not source.is_file() or not all(r.is_file() for r in refs):
         return {}
     config.decode.beam = 5
@@ -296,7 +300,11 @@ def main() -> None:
     parser.add_argument(
         "--rescore", action="store_true", help="score the trained variants again, no training"
     )
+    parser.add_argument(
+        "--news", type=Path, default=NEWS, help="prefix of the newstest2021 files ('none': skip)"
+    )
     args = parser.parse_args()
+    news = None if str(args.news) == "none" else args.news
     results_file = args.out / "results.tsv"
     if args.table:
         print_table(read_results(results_file))
@@ -323,7 +331,7 @@ def main() -> None:
         if not args.rescore:
             row = run_variant(config, name, args.set)
         try:
-            row.update(score_run(config))
+            row.update(score_run(config, news))
         except UserError as e:  # a run from before train.keep_last, or cut short
             print(f"  not scored: {e}", flush=True)
         update_row(results_file, row)

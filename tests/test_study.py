@@ -26,17 +26,24 @@ def test_study_trains_scores_and_tabulates_a_variant(tmp_path, corpus):
     # five epochs, so that the last five can be averaged
     (tmp_path / "study.toml").write_text(CONFIG.replace("max_epochs = 2", "max_epochs = 5"))
 
-    trained = study(tmp_path, "--only", "baseline")
+    # a two-sentence stand-in for newstest2021 (the real one takes a tiny model minutes)
+    news = tmp_path / "news"
+    for suffix, text in (("en", "Hello.\nGood night.\n"), ("refA.zh", "你好。\n晚安。\n")):
+        news.with_name(f"news.{suffix}").write_text(text, encoding="utf-8")
+    news.with_name("news.refB.zh").write_text("您好。\n晚安！\n", encoding="utf-8")
+
+    trained = study(tmp_path, "--only", "baseline", "--news", str(news))
     assert trained.returncode == 0, trained.stderr
     [row] = results(tmp_path)
     assert row["variant"] == "baseline" and row["changes"] == "none"
     assert row["epochs"] == "5"
+    assert 0.0 <= float(row["newstest2021_bleu_beam5"]) <= 100.0
     assert (tmp_path / "prepared").is_dir()  # the base config's data, no vocabulary change
     for column in ("valid_bleu", "test_bleu", "test_bleu_beam5", "valid_bleu_avg5"):
         assert 0.0 <= float(row[column]) <= 100.0, column
     assert (tmp_path / "runs/baseline/checkpoints/average5.pt").is_file()
 
-    rescored = study(tmp_path, "--rescore")
+    rescored = study(tmp_path, "--rescore", "--news", str(news))
     assert rescored.returncode == 0, rescored.stderr
     assert results(tmp_path) == [row]  # same checkpoints, same scores, still one row
 
