@@ -169,7 +169,7 @@ def run_variant(config, name: str, extra=()) -> dict:
     }
 
 
-def score_run(config, news: Path | None = NEWS) -> dict:
+def score_run(config, news: Path | None) -> dict:
     """Score a trained variant's best checkpoint (greedy and beam 5) and the average of its
     last epochs (greedy on valid and test, beam 5 on test) from the checkpoints in its run
     directory. Every score is multi-reference but the one marked 1ref (first reference)."""
@@ -222,16 +222,16 @@ def score_ema(config) -> dict:
 
 def score_news(config, checkpoint: Path, news: Path | None) -> dict:
     """newstest2021 (news: the files' prefix) against refA and refB, beam 5 (it should not
-    fall); none when the files are absent."""
+    fall); none when news is None or its files are absent."""
     if news is None:
         return {}
-    refs = [news.with_name(news.name + f".ref{r}.zh") for r in "AB"]
     source = news.with_name(news.name + ".en")
+    refs = [news.with_name(news.name + f".ref{r}.zh") for r in "AB"]
     if not source.is_file() or not all(r.is_file() for r in refs):
         return {}
     config.decode.beam = 5
-    news = evaluate_files(config, checkpoint, src=source, refs=refs).scores
-    return {"newstest2021_bleu_beam5": f"{news.bleu:.2f}"}
+    scores = evaluate_files(config, checkpoint, src=source, refs=refs).scores
+    return {"newstest2021_bleu_beam5": f"{scores.bleu:.2f}"}
 
 
 def read_results(path: Path) -> list[dict]:
@@ -301,10 +301,12 @@ def main() -> None:
         "--rescore", action="store_true", help="score the trained variants again, no training"
     )
     parser.add_argument(
-        "--news", type=Path, default=NEWS, help="prefix of the newstest2021 files ('none': skip)"
+        "--news",
+        type=lambda s: None if s == "none" else Path(s),
+        default=NEWS,
+        help="prefix of the newstest2021 files ('none': skip)",
     )
     args = parser.parse_args()
-    news = None if str(args.news) == "none" else args.news
     results_file = args.out / "results.tsv"
     if args.table:
         print_table(read_results(results_file))
@@ -331,7 +333,7 @@ def main() -> None:
         if not args.rescore:
             row = run_variant(config, name, args.set)
         try:
-            row.update(score_run(config, news))
+            row.update(score_run(config, args.news))
         except UserError as e:  # a run from before train.keep_last, or cut short
             print(f"  not scored: {e}", flush=True)
         update_row(results_file, row)
