@@ -58,6 +58,9 @@ VARIANTS: dict[str, list[str]] = {
     "label-smoothing-0": ["train.label_smoothing=0.0"],
     "vocab-2k": ["data.src_vocab_size=2000", "data.tgt_vocab_size=2000"],
     "vocab-3k": ["data.src_vocab_size=3000", "data.tgt_vocab_size=3000"],
+    "src-2k": ["data.src_vocab_size=2000"],  # English alone (the Chinese side stays)
+    "src-4k": ["data.src_vocab_size=4000"],
+    "src-6k": ["data.src_vocab_size=6000"],
     "vocab-4k": ["data.src_vocab_size=4000", "data.tgt_vocab_size=4000"],
     "vocab-8k": ["data.src_vocab_size=8000", "data.tgt_vocab_size=8000"],
     "vocab-16k": ["data.src_vocab_size=16000", "data.tgt_vocab_size=16000"],
@@ -68,6 +71,7 @@ VARIANTS: dict[str, list[str]] = {
     "layers-4+4": ["model.encoder_layers=4", "model.decoder_layers=4"],
     "layers-6+6": ["model.encoder_layers=6", "model.decoder_layers=6"],
     "width-384": ["model.d_model=384", "model.heads=6", "model.ff_dim=1536"],
+    "width-320": ["model.d_model=320", "model.ff_dim=1280"],
     "batch-2048": ["train.max_tokens=2048"],
     "lr-5e-4": ["train.lr=5e-4"],
     "warmup-4000": ["train.warmup_steps=4000"],
@@ -81,6 +85,8 @@ VARIANTS: dict[str, list[str]] = {
     "ema-0.9995": ["train.ema=0.9995"],
     "ema-0.9998": ["train.ema=0.9998"],
     "subword-4": ["data.subword_sampling=4"],
+    "rdrop-5": ["train.rdrop=5.0"],  # R-Drop with the alpha of its paper's IWSLT runs
+    "rdrop-1": ["train.rdrop=1.0"],
     "levers": LEVERS,
     "levers-seed-2": [*LEVERS, "train.seed=2"],
     "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],

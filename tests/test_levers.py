@@ -141,7 +141,7 @@ def test_resume_with_every_lever_on_is_exact(config, tmp_path, monkeypatch, sche
         cfg = exact_config(config, tmp_path, name)
         cfg.train.ema, cfg.train.plateau_metric = 0.9, "bleu"
         cfg.train.schedule, cfg.train.warmup_steps = schedule, 3  # cut at 5: past warm-up
-        cfg.data.subword_sampling = 2
+        cfg.data.subword_sampling, cfg.train.rdrop = 2, 2.0
         return cfg
 
     losses = recorded_losses(monkeypatch)

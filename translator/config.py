@@ -79,6 +79,7 @@ class TrainConfig:
     plateau_patience: int = 2  # ... after this many epochs without a better plateau_metric
     min_lr: float = 1e-5  # ... down to this floor
     ema: float = 0.0  # decay of an exponential moving average of the weights (0: off)
+    rdrop: float = 0.0  # R-Drop: weight of the KL between two dropout draws (0: off; 2x compute)
     patience: int = 8  # early stopping: epochs without a better validation BLEU
     bleu_samples: int = 500  # validation sentences translated for BLEU each epoch
     log_every: int = 50  # steps between progress-bar updates (and NaN checks)

@@ -67,6 +67,10 @@ def validate(config: Config) -> None:
         raise UserError("config key 'train.label_smoothing' must be in [0, 1)")
     if not 0 <= config.train.ema < 1:
         raise UserError("config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999")
+    if config.train.rdrop < 0:
+        raise UserError("config key 'train.rdrop' must be >= 0 (0: off), e.g. 5")
+    if config.train.rdrop and not m.dropout:
+        raise UserError("train.rdrop compares two dropout draws: it needs model.dropout > 0")
     if config.data.subword_sampling < 0:
         raise UserError("config key 'data.subword_sampling' must be >= 0 (0: off)")
     if not 0 < config.data.subword_alpha < 1:

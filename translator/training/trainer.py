@@ -29,7 +29,7 @@ from translator.errors import UserError
 from translator.evaluation.validation import Validation, validate
 from translator.inference.torch_engine import Translator
 from translator.model.ema import WeightEMA
-from translator.model.loss import sequence_loss
+from translator.model.loss import rdrop_loss, sequence_loss, twice
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
@@ -163,8 +163,8 @@ class Trainer:
             last = j == len(batches) - 1
             with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
                 with self.autocast:
-                    logits = self.forward(batch.src, batch.tgt_in, batch.src_mask)
-                loss_sum = sequence_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
+                    logits = self.forward(*self.inputs(batch))
+                loss_sum = self.objective(logits, batch.tgt_out)
                 # DDP averages gradients over ranks: × world makes them the update's sum
                 (loss_sum / tokens * self.ranks.world * counted).backward()
             total += loss_sum.detach() * counted
@@ -174,6 +174,17 @@ class Trainer:
         if self.ema:
             self.ema.update()
         return total
+
+    def inputs(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """The model's inputs for one batch: twice over with R-Drop (train.rdrop)."""
+        inputs = (batch.src, batch.tgt_in, batch.src_mask)
+        return twice(*inputs) if self.cfg.rdrop else inputs
+
+    def objective(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The summed training loss of one batch's logits (model/loss.py)."""
+        if self.cfg.rdrop:
+            return rdrop_loss(logits, target, self.cfg.label_smoothing, self.cfg.rdrop)
+        return sequence_loss(logits, target, self.cfg.label_smoothing)
 
     def train_epoch(self, budget: float) -> str | None:
         """Train from the saved position to the end of the epoch. Returns None when the epoch
