@@ -6,6 +6,8 @@
 #   bash scripts/gpu_study.sh start [MINUTES [GROUP…]]   # prepare the groups' data, start them
 #   bash scripts/gpu_study.sh progress          # the last epoch of each run so far
 #   bash scripts/gpu_study.sh wait              # until every group has finished; the table
+#   bash scripts/gpu_study.sh sweep DATA GROUP…  # beam 5 × length penalty on valid (test beside)
+#                                               # over the groups' EMA, else averaged, models
 #
 # Wall-clock budgets are shared: read epochs and whether the schedule reached its floor
 # (metrics.tsv), not minutes. PYTHON picks the interpreter (default: python), THREADS each
@@ -60,6 +62,9 @@ STUDIES=(  # name | base config | overrides for the group | study variant
     "c60-levers-d3|configs/tatoeba-cpu.toml|$CPU60|levers-dropout-0.3"
     "c60-l6-levers-d3|configs/tatoeba-cpu.toml|$CPU_SHAPE train.max_updates=6650 $LAYERS_6|levers-dropout-0.3"
     "c60-w384-levers-d3|configs/tatoeba-cpu.toml|$CPU_SHAPE train.max_updates=6670 $WIDTH_384|levers-dropout-0.3"
+    # the hour's config (d_model 320) at its update count in 60 minutes on the Intel 2-core CPU
+    "c60-w320|configs/tatoeba-cpu-60.toml|$ON_GPU train.max_updates=11120|baseline"
+    "c60-w320-s2|configs/tatoeba-cpu-60.toml|$ON_GPU train.max_updates=11120|seed-2"
 )
 
 study() {  # group-line, then study.py's own arguments
@@ -103,8 +108,19 @@ wait)
         study "$group" --table | tail -n +3 | sed "s/^| /| ${group%%|*}: /"
     done
     ;;
+sweep)
+    data=$2 checkpoints=()
+    for group in "${STUDIES[@]}"; do
+        IFS='|' read -r name _ _ variant <<<"$group"
+        [[ " ${*:3} " == *" $name "* ]] || continue
+        dir="$OUT/$name/$variant/checkpoints"
+        if [ -f "$dir/ema.pt" ]; then checkpoints+=("$dir/ema.pt"); else checkpoints+=("$dir/average5.pt"); fi
+    done
+    $PY scripts/decode_sweep.py --data "$data" "${checkpoints[@]}" --beams 5 \
+        --alphas 0.6 1.0 1.5 2.0 --test --device "${DEVICE:-cuda}"
+    ;;
 *)
-    echo "usage: $0 start [MINUTES [GROUP...]] | progress | wait" >&2
+    echo "usage: $0 start [MINUTES [GROUP...]] | progress | wait | sweep DATA GROUP..." >&2
     exit 2
     ;;
 esac
