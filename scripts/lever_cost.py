@@ -12,7 +12,9 @@ config samples, the plain run reads a prepared directory of its own (`<data.dir>
 and sampling K where the config does not reads `<data.dir>-sw<K>`, so the config's own
 prepared data are never re-encoded. `train.plateau_metric` costs nothing an
 update (BLEU is computed each epoch anyway) and is not run. Data are prepared before any
-timing. Quote the ratios, not the absolute figures, and keep the machine otherwise idle.
+timing. Each run's tokens/s includes its first updates (graph warm-up, page cache), so give
+it a hundred updates or more. Quote the ratios, not the absolute figures, and keep the
+machine otherwise idle.
 """
 
 from __future__ import annotations
