@@ -58,7 +58,8 @@ def main() -> int:
                 for split, (sources, references) in sets.items():
                     bleu, length = bleu_and_length(decoder.translate(sources), references)
                     scores[split].append(bleu)
-                    lengths += [length] if split == "valid" else []
+                    if split == "valid":
+                        lengths.append(length)
             mean = sum(scores["valid"]) / len(models)
             rows.append((beam, alpha, mean, sum(lengths) / len(lengths), scores))
             print(f"beam {beam}, alpha {alpha:g}: valid {mean:.2f}", file=sys.stderr, flush=True)

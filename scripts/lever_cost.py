@@ -56,16 +56,18 @@ def sets(overrides: list[str]) -> list[str]:
     return [word for value in overrides for word in ("--set", value)]
 
 
-def timed_train(config: str, overrides: list[str], updates: int) -> tuple[float, float]:
+def timed_train(
+    config: str, overrides: list[str], updates: int, run_dir: Path
+) -> tuple[float, float]:
     """Train in a child process; (its training tokens/s, its peak resident memory in MiB)."""
     command = translator("train", "-c", config, "--max-updates", str(updates), "--overwrite")
+    overrides = [*overrides, f"train.run_dir={run_dir}"]
     child = subprocess.Popen(command + sets(overrides), stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         sys.exit(f"training with {' '.join(overrides)} failed ({child.returncode})")
-    run_dir = next(o.split("=", 1)[1] for o in overrides if o.startswith("train.run_dir="))
-    with open(Path(run_dir) / "metrics.tsv", newline="") as f:
+    with open(run_dir / "metrics.tsv", newline="") as f:
         last = list(csv.DictReader(f, delimiter="\t"))[-1]
     return float(last["train_tokens_per_s"]), usage.ru_maxrss / 1024
 
@@ -87,8 +89,8 @@ def main() -> int:
             sys.exit(f"prepare with {' '.join(overrides)} failed (run from the project root)")
     rows = []
     for i, (name, overrides) in enumerate(runs.items()):
-        run_dir = [f"train.run_dir={args.out / f'run{i}'}"]
-        tokens_per_s, peak_mib = timed_train(args.config, overrides + run_dir, args.updates)
+        run_dir = args.out / f"run{i}"
+        tokens_per_s, peak_mib = timed_train(args.config, overrides, args.updates, run_dir)
         rows.append((name, tokens_per_s, peak_mib))
         print(f"{name}: {tokens_per_s:,.0f} tokens/s, peak {peak_mib:,.0f} MiB", flush=True)
     _, base_speed, base_memory = rows[0]

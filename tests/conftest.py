@@ -102,6 +102,16 @@ def corpus(tmp_path: Path) -> Path:
     return write_tatoeba(tmp_path / "corpus.tsv", generated_pairs(300))
 
 
+@pytest.fixture
+def config(tmp_path: Path, corpus: Path) -> Config:
+    """The tiny config over `corpus`, prepared (a test file's own `config` takes precedence)."""
+    from translator.corpus.pipeline import prepare
+
+    cfg = tiny_config(tmp_path)
+    prepare(cfg.data)
+    return cfg
+
+
 def run_cli(
     *args: str, cwd: Path, stdin: str | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess:

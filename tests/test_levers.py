@@ -87,13 +87,6 @@ def test_weight_ema_is_the_moving_average_of_every_update(tmp_path):
     assert not any(p.requires_grad for p in ema.model.parameters())
 
 
-@pytest.fixture
-def config(tmp_path, corpus):
-    cfg = tiny_config(tmp_path)
-    prepare(cfg.data)
-    return cfg
-
-
 def test_an_ema_run_validates_saves_and_averages_the_average(config, tmp_path):
     trained = train(with_train(config, max_epochs=3, keep_last=2, ema=0.9), progress=False)
     rows = RunDir(tmp_path / "run").metric_rows()

@@ -4,11 +4,9 @@ copies' mean cross-entropy plus alpha times their symmetric KL divergence per re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_config
 from test_train import exact_config, with_train
 
 from translator.config import from_dict
-from translator.corpus.pipeline import prepare
 from translator.data.tokenizer import PAD
 from translator.errors import UserError
 from translator.model.loss import rdrop_loss, sequence_loss, twice
@@ -60,13 +58,6 @@ def test_twice_stacks_every_input_on_itself():
     doubled_src, doubled_mask = twice(src, mask)
     assert doubled_src.tolist() == [[0, 1, 2], [3, 4, 5], [0, 1, 2], [3, 4, 5]]
     assert doubled_mask.shape == (4, 1, 1, 3)
-
-
-@pytest.fixture
-def config(tmp_path, corpus):
-    cfg = tiny_config(tmp_path)
-    prepare(cfg.data)
-    return cfg
 
 
 def test_a_training_step_runs_each_batch_twice_and_differs_by_its_dropout(config, tmp_path):

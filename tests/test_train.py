@@ -4,9 +4,7 @@ import signal
 
 import pytest
 import torch
-from conftest import tiny_config
 
-from translator.corpus.pipeline import prepare
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
 from translator.errors import UserError
@@ -19,13 +17,6 @@ from translator.training.loop import Interrupted, run, train
 from translator.training.trainer import Trainer, TrainingDiverged
 
 CPU = torch.device("cpu")
-
-
-@pytest.fixture
-def config(tmp_path, corpus):
-    cfg = tiny_config(tmp_path)
-    prepare(cfg.data)
-    return cfg
 
 
 def with_train(cfg, **values):
