@@ -37,7 +37,7 @@ from translator.data.tokenizer import BOS, EOS  # noqa: E402
 from translator.inference.search import NEVER_OUTPUT, greedy  # noqa: E402
 from translator.inference.torch_engine import Translator  # noqa: E402
 from translator.model.rundir import RunDir  # noqa: E402
-from translator.training.loop import train  # noqa: E402
+from translator.training.trainer import train  # noqa: E402
 from translator.training.trainer import Trainer  # noqa: E402
 
 

@@ -92,7 +92,7 @@ class Steps:
 
     def __init__(self, trainer: Trainer):
         self.trainer, self.next = trainer, 0
-        self.order = epoch_order(len(trainer.data.train), trainer.cfg.seed, 0)
+        self.order = epoch_order(len(trainer.data.train), trainer.config.train.seed, 0)
         trainer.model.train()
 
     def run(self, n: int) -> tuple[int, float, float, torch.Tensor]:

@@ -40,7 +40,7 @@ from translator.evaluation.evaluator import evaluate_files  # noqa: E402
 from translator.model.checkpoint import average_last  # noqa: E402
 from translator.model.rundir import RunDir  # noqa: E402
 from translator.runtime import keep_freed_memory, worker_count  # noqa: E402
-from translator.training.loop import train  # noqa: E402
+from translator.training.trainer import train  # noqa: E402
 
 AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
 

@@ -153,7 +153,7 @@ def trained(tmp_path_factory) -> Path:
     """A tiny model trained for 4 epochs (pre-norm, tied embeddings): its best.pt. Its run
     directory's parent holds corpus.tsv, prepared/ and run/, as `tiny_config` lays out."""
     from translator.corpus.pipeline import prepare
-    from translator.training.loop import train
+    from translator.training.trainer import train
 
     tmp = tmp_path_factory.mktemp("trained")
     write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))

@@ -180,7 +180,7 @@ def test_the_cli_takes_a_pair_and_an_exclude_file(tmp_path):
 
 
 def test_a_weighted_epoch_is_what_train_runs_and_resume_draws_the_same(tmp_path, two_corpora):
-    from translator.training.loop import train
+    from translator.training.trainer import train
 
     data, _ = two_corpora
     inputs = [{"path": data.inputs[0], "weight": 0.5}, data.inputs[1] | {"weight": 2}]

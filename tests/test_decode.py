@@ -13,7 +13,6 @@ from translator.inference.sampling import one_at_a_time
 from translator.inference.search import NEVER_OUTPUT, beam_search, greedy, length_penalty
 from translator.inference.torch_engine import Translator
 from translator.model.transformer import Transformer
-from translator.training.loop import run
 from translator.training.trainer import Trainer
 
 
@@ -28,7 +27,7 @@ def trained(tmp_path_factory):
     prepare(config.data)
     trainer = Trainer(config, progress=False)
     trainer.run_dir.start(config.to_dict(), resume=False)
-    run(trainer)
+    trainer.fit()
     translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     sentences = read_split(config.data.dir, "test")[0] + read_split(config.data.dir, "valid")[0]
     return translator, translator.encode(sentences)

@@ -15,7 +15,7 @@ from conftest import tiny_config, to_toml
 from translator.corpus.pipeline import prepare
 from translator.model import checkpoint
 from translator.training.distributed import deal
-from translator.training.loop import train
+from translator.training.trainer import train
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 

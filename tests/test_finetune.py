@@ -27,7 +27,7 @@ from translator.data.layout import read_split, tokenizer_file
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.model import checkpoint
-from translator.training.loop import train
+from translator.training.trainer import train
 
 NEW_PAIRS = generated_pairs(300, seed=7)[:200]  # the same words, other sentences and order
 STRANGE = [(f"Zyx qwv {i} ✓.", f"鳕鲸鳟鲨{i}号。") for i in range(60)]  # letters it never saw

@@ -4,7 +4,7 @@ from conftest import generated_pairs, tiny_config
 from translator.corpus.pipeline import prepare
 from translator.data.layout import split_file
 from translator.inference.torch_engine import Translator
-from translator.training.loop import train
+from translator.training.trainer import train
 
 
 def test_tiny_model_overfits_a_handful_of_pairs(tmp_path, corpus):

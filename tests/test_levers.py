@@ -3,13 +3,17 @@ fairseq's inverse square root (train.schedule, train.plateau_metric), a moving a
 the weights (train.ema), and BPE-dropout encodings of the train split
 (data.subword_sampling)."""
 
-import signal
-
 import numpy as np
 import pytest
 import torch
 from conftest import run_cli, tiny_config, to_toml
-from test_train import assert_same_run, exact_config, recorded_losses, with_train
+from test_train import (
+    assert_same_run,
+    exact_config,
+    recorded_losses,
+    sigterm_after,
+    with_train,
+)
 
 from translator.config import DataConfig, TrainConfig, from_dict
 from translator.corpus.pipeline import prepare
@@ -24,9 +28,8 @@ from translator.model import checkpoint
 from translator.model.ema import WeightEMA
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
-from translator.training.loop import Interrupted, train
 from translator.training.schedule import LRSchedule
-from translator.training.trainer import Trainer
+from translator.training.trainer import Interrupted, train
 
 CPU = torch.device("cpu")
 
@@ -131,26 +134,17 @@ def test_cli_averages_the_ema_and_evaluates_it(config, tmp_path):
 @pytest.mark.parametrize("schedule", ["plateau", "inverse_sqrt"])
 def test_resume_with_every_lever_on_is_exact(config, tmp_path, monkeypatch, schedule):
     def levers(name):
-        cfg = exact_config(config, tmp_path, name)
-        cfg.train.ema, cfg.train.plateau_metric = 0.9, "bleu"
-        cfg.train.schedule, cfg.train.warmup_steps = schedule, 3  # cut at 5: past warm-up
-        cfg.data.subword_sampling, cfg.train.rdrop = 2, 2.0
-        return cfg
+        levered = exact_config(config, tmp_path, name)
+        levered.train.ema, levered.train.plateau_metric = 0.9, "bleu"
+        levered.train.schedule, levered.train.warmup_steps = schedule, 3  # cut at 5: warm
+        levered.data.subword_sampling, levered.train.rdrop = 2, 2.0
+        return levered
 
     losses = recorded_losses(monkeypatch)
     train(levers("straight"), progress=False)
     expected, losses[:] = list(losses), []
-    after = Trainer.after_update
-
-    def signal_at(self, bar):
-        after(self, bar)
-        if self.state.step == 5:
-            self.signals.requested = signal.SIGTERM
-
-    monkeypatch.setattr(Trainer, "after_update", signal_at)
-    with pytest.raises(Interrupted):
+    with sigterm_after(monkeypatch, 5), pytest.raises(Interrupted):
         train(levers("cut"), progress=False)
-    monkeypatch.setattr(Trainer, "after_update", after)
     train(levers("cut"), resume=True, progress=False)
     assert losses == pytest.approx(expected, abs=1e-6)
     assert_same_run(tmp_path / "straight", tmp_path / "cut")

@@ -11,8 +11,7 @@ from translator.data.tokenizer import PAD
 from translator.errors import UserError
 from translator.model.loss import rdrop_loss, sequence_loss, twice
 from translator.model.rundir import RunDir
-from translator.training.loop import train
-from translator.training.trainer import Trainer
+from translator.training.trainer import Trainer, train
 
 
 def batch_logits(seed: int = 0, rows: int = 3, length: int = 5, vocab: int = 7):

@@ -21,7 +21,7 @@ from translator.errors import UserError
 from translator.inference.engines import open_translator
 from translator.inference.torch_engine import Translator
 from translator.model import checkpoint
-from translator.training.loop import train
+from translator.training.trainer import train
 
 SENTENCES = [en for en, _ in generated_pairs(300, seed=7)[:80]] + ["Tom?", "", "Café 123."]
 GREEDY = DecodeConfig(beam=1)

@@ -8,8 +8,8 @@ from conftest import generated_pairs, tiny_config, write_tatoeba
 from translator.corpus.pipeline import prepare
 from translator.errors import UserError
 from translator.model.rundir import RunDir
-from translator.training.loop import train
 from translator.training.tensorboard import Board
+from translator.training.trainer import train
 
 
 def scalars(directory) -> dict[str, list[tuple[int, float]]]:

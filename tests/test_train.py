@@ -1,6 +1,7 @@
 import copy
 import math
 import signal
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -13,8 +14,13 @@ from translator.model import checkpoint
 from translator.model.rundir import RunDir
 from translator.training import oom
 from translator.training import trainer as train_module
-from translator.training.loop import Interrupted, run, train
-from translator.training.trainer import Trainer, TrainingDiverged
+from translator.training.trainer import (
+    Interrupted,
+    StopReason,
+    Trainer,
+    TrainingDiverged,
+    train,
+)
 
 CPU = torch.device("cpu")
 
@@ -28,7 +34,7 @@ def with_train(cfg, **values):
 def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
     trainer = Trainer(config, progress=False)
     trainer.run_dir.start(config.to_dict(), resume=False)
-    run(trainer)
+    trainer.fit()
     sentences = read_lines(split_file(config.data.dir, "test", "en"))
     in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     loaded = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
@@ -89,14 +95,16 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(config, tmp_path, mon
 def test_time_budget_stops_and_saves(config, tmp_path):
     result = train(with_train(config, max_epochs=50, max_minutes=1e-6), progress=False)
     assert result.state.epoch == 0 and result.state.step == 1 and result.state.position == 1
-    assert "time budget" in result.stop_reason and result.history[0]["complete"] == 0
+    assert result.stop_reason is StopReason.TIME_BUDGET and result.history[0]["complete"] == 0
+    assert result.message == "time budget of 1e-06 minutes used"
     assert result.best_bleu == result.history[0]["valid_bleu"] >= 0  # the cut's, for best.pt
     assert (tmp_path / "run/checkpoints/best.pt").is_file()
 
 
 def test_update_budget_stops_mid_epoch_and_resumes_to_it(config):
     cut = train(with_train(config, max_epochs=50, max_updates=3), progress=False)
-    assert cut.state.step == 3 and "max_updates (3)" in cut.stop_reason
+    assert cut.state.step == 3 and cut.stop_reason is StopReason.MAX_UPDATES
+    assert cut.message == "reached train.max_updates (3)"
     assert cut.history[-1]["complete"] == 0  # an epoch of the test data is longer than 3
     again = train(with_train(config, max_epochs=50, max_updates=5), resume=True, progress=False)
     assert again.state.step == 5  # the limit counts every update of the run, as fairseq's
@@ -106,7 +114,8 @@ def test_early_stopping_on_validation_bleu(config):
     result = train(
         with_train(config, max_epochs=50, patience=1, lr=0.0, warmup_steps=1), progress=False
     )  # a model that cannot learn stops improving at once
-    assert "early stopping" in result.stop_reason
+    assert result.stop_reason is StopReason.EARLY_STOPPING
+    assert result.message == "early stopping: no better validation BLEU in 1 epochs"
     assert result.state.epoch < 50
 
 
@@ -201,23 +210,30 @@ def exact_config(config, tmp_path, name):
     return with_train(config, max_epochs=2, save_every=3)
 
 
+@contextmanager
+def sigterm_after(monkeypatch, step: int):
+    """Within the block, training receives SIGTERM during update `step` (so the stop is
+    decided after it)."""
+    real = Trainer.save_when_due
+
+    def and_signal(self):
+        real(self)
+        if self.state.step == step:
+            self.signals.requested = signal.SIGTERM
+
+    monkeypatch.setattr(Trainer, "save_when_due", and_signal)
+    yield
+    monkeypatch.setattr(Trainer, "save_when_due", real)
+
+
 def test_resume_mid_epoch_after_a_signal_is_exact(config, tmp_path, monkeypatch):
     losses = recorded_losses(monkeypatch)
     straight = train(exact_config(config, tmp_path, "straight"), progress=False)
     expected, losses[:] = list(losses), []
-    stop_at = 5  # mid-epoch, two updates after the checkpoint at step 3
-    after = Trainer.after_update
-
-    def signal_at(self, bar):
-        after(self, bar)
-        if self.state.step == stop_at:
-            self.signals.requested = signal.SIGTERM
-
-    monkeypatch.setattr(Trainer, "after_update", signal_at)
     config = exact_config(config, tmp_path, "cut")
-    with pytest.raises(Interrupted, match="SIGTERM.*--resume"):
+    interrupted = pytest.raises(Interrupted, match="SIGTERM in epoch 1 after step 5.*--resume")
+    with sigterm_after(monkeypatch, 5), interrupted:  # mid-epoch, 2 after the save at 3
         train(config, progress=False)
-    monkeypatch.setattr(Trainer, "after_update", after)
     resumed = train(config, resume=True, progress=False)
     assert losses == pytest.approx(expected, abs=1e-6)
     assert resumed.state.step == straight.state.step

@@ -53,8 +53,8 @@ def train(
 ):
     """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
     from translator.training.distributed import exit_finished_worker
-    from translator.training.loop import Interrupted
-    from translator.training.loop import train as run_train
+    from translator.training.trainer import Interrupted
+    from translator.training.trainer import train as run_train
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
@@ -70,10 +70,10 @@ def train(
         "train.max_updates": max_updates,
         "train.tensorboard": tensorboard,
     }
-    cfg = config_module.load(config, set_ or [], values)
+    loaded = config_module.load(config, set_ or [], values)
     setup_process()
     try:
-        result = run_train(cfg, resume=resume, overwrite=overwrite)
+        result = run_train(loaded, resume=resume, overwrite=overwrite)
     except Interrupted as stop:
         typer.echo(str(stop), err=True)
         raise typer.Exit(128 + stop.signum) from None
@@ -81,7 +81,7 @@ def train(
     where = f"after epoch {state.epoch}"
     if state.position:
         where = f"in epoch {state.epoch + 1} ({state.position}/{result.batches_per_epoch} batches)"
-    typer.echo(f"stopped {where}, {state.step:,} updates: {result.stop_reason}")
+    typer.echo(f"stopped {where}, {state.step:,} updates: {result.message}")
     typer.echo(
         f"best valid BLEU {result.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
     )

@@ -1,3 +1,3 @@
-"""Training (`translator train`): the run loop (loop.py) drives epoch ends (epoch_end.py),
-which drive the Trainer (trainer.py); below them its state and resume, the schedule, the
-optimiser, torchrun, the out-of-memory guard and TensorBoard."""
+"""Training (`translator train`): the run is one Trainer (trainer.py); below it, with
+explicit inputs, its state and random generators, what last.pt holds and resume, the
+learning-rate schedule, the optimiser, torchrun, the out-of-memory guard and TensorBoard."""

@@ -33,6 +33,22 @@ class TrainState:
         self.position = 0
         self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0.0, 0, 0.0
 
+    def improved_by(self, bleu: float, loss: float) -> bool:
+        """Better validation BLEU than the best so far, ties broken by validation loss."""
+        return (bleu, -loss) > (self.best_bleu, -self.best_loss)
+
+    def finish_epoch(self, row: dict[str, Any], improved: bool, average_best: bool) -> None:
+        """A whole epoch validated (`row`, its metrics): the next one starts, and early
+        stopping keeps the bests so far and counts the epochs since either the weights
+        (`improved`) or their average (`average_best`) last got better."""
+        self.start_next_epoch()
+        if improved:
+            self.best_bleu, self.best_loss = row["valid_bleu"], row["valid_loss"]
+        if average_best:
+            self.best_ema_bleu = row["ema_valid_bleu"]
+        self.bad_epochs = 0 if improved or average_best else self.bad_epochs + 1
+        self.history.append(row)
+
 
 def random_state() -> dict[str, Any]:
     """Every generator training draws from: Python's, NumPy's, torch's CPU and CUDA ones."""

@@ -14,7 +14,8 @@ from translator.errors import UserError
 
 
 class Board:
-    """The run's TensorBoard writer, or nothing when logging is off."""
+    """The run's TensorBoard writer, or nothing when logging is off; closed on leaving a
+    `with` block."""
 
     def __init__(self, run_dir: Path, enabled: bool):
         self.writer = None
@@ -40,6 +41,12 @@ class Board:
             self.writer.add_scalar("valid/loss", loss, step)
             self.writer.add_scalar("valid/bleu", bleu, step)
             self.writer.flush()
+
+    def __enter__(self) -> Board:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         if self.writer is not None:

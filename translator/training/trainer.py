@@ -1,12 +1,23 @@
-"""The Trainer: one model being trained on prepared data, one update and one epoch at a time.
+"""`translator train`: one training run, from its start (or `--resume`) to its stop.
 
-    memory-mapped batches → per epoch: a seeded order of batches, `train.update_freq` of
-    them per update (label-smoothed cross-entropy over their target tokens, AdamW,
-    warm-up then ReduceLROnPlateau, clipping) → validation loss + greedy BLEU
+    prepared ids → Trainer.fit(): for each epoch, a seeded order of batches; for each update
+    (`train.update_freq` batches: label-smoothed cross-entropy over their target tokens,
+    AdamW, clipping): step, log, save when due, stop when asked → at the epoch's end:
+    validation loss and greedy BLEU, the learning-rate schedule, early stopping,
+    best.pt / the epoch snapshot / last.pt / metrics.tsv
 
-It owns the model, optimiser, schedule and training state, and saves and restores them
-(resume.py). What happens when an epoch ends is in epoch_end.py, the run as a whole (when to
-stop, signals) in loop.py; both drive a Trainer, which knows neither.
+A run stops (StopReason) at `train.max_epochs`, when validation BLEU has not improved for
+`train.patience` epochs, at `train.max_updates` or the time budget (`train.max_minutes`,
+counting earlier sessions of a resumed run), or on SIGINT/SIGTERM. The whole state, the
+position in the epoch's batch order and every random generator included, is saved every
+`train.save_every` updates, at every stop and every epoch end, so `--resume` continues
+exactly where the run stopped, mid-epoch too. A NaN/inf loss stops training before
+anything is saved, so the last checkpoint on disk stays good.
+
+The Trainer owns the model, optimiser, schedule and training state. What it leans on takes
+explicit inputs and knows nothing of it: the state and random generators (state.py), what
+last.pt holds (resume.py), the schedule, the optimiser, torchrun (distributed.py), the
+out-of-memory guard (oom.py) and TensorBoard (tensorboard.py).
 """
 
 from __future__ import annotations
@@ -15,27 +26,38 @@ import logging
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
 from translator.config import Config
 from translator.data.batching import Batch, epoch_order
-from translator.data.dataset import load_training_data
+from translator.data.dataset import Batches, load_training_data
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.evaluation.validation import Validation, validate
 from translator.inference.torch_engine import Translator
 from translator.model.ema import WeightEMA
+from translator.model.flops import count_parameters
 from translator.model.loss import rdrop_loss, sequence_loss, twice
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
-from translator.training import distributed, resume
+from translator.training import distributed
 from translator.training.oom import MemoryGuard
 from translator.training.optimizer import build_optimizer
+from translator.training.resume import (
+    check_resumable,
+    initial_weights,
+    load_training_state,
+    resolved,
+    training_payload,
+)
 from translator.training.schedule import LRSchedule
 from translator.training.state import TrainState, random_state, seed_everything, set_random_state
 from translator.training.tensorboard import Board
@@ -43,20 +65,80 @@ from translator.training.tensorboard import Board
 log = logging.getLogger("translator.training")
 
 
+class StopReason(Enum):
+    """Why a run stopped. Each value is the line the user sees, filled in by `message`."""
+
+    MAX_EPOCHS = "reached train.max_epochs ({max_epochs})"
+    EARLY_STOPPING = "early stopping: no better validation BLEU in {patience} epochs"
+    MAX_UPDATES = "reached train.max_updates ({max_updates:,})"
+    TIME_BUDGET = "time budget of {max_minutes:g} minutes used"
+    SIGNAL = (
+        "stopped by {signal} in epoch {epoch} after step {step:,}; saved {last}: "
+        "continue with --resume"
+    )
+
+    def message(self, config: Config, **facts: Any) -> str:
+        """The line, from the [train] settings and `facts` (SIGNAL: signal, epoch, step, last)."""
+        return self.value.format(**vars(config.train), **facts)
+
+
 class TrainingDiverged(UserError):
     pass
 
 
+class Interrupted(Exception):
+    """SIGINT/SIGTERM: the state was saved; the message says how to continue."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    state: TrainState
+    stop_reason: StopReason
+    message: str  # the stop reason as the user reads it
+    batches_per_epoch: int
+    history: list[dict] = field(default_factory=list)  # the rows this session added
+
+    @property
+    def best_bleu(self) -> float:
+        """The best validation BLEU of the run, a budget cut's included (best.pt's)."""
+        return max([self.state.best_bleu, *(row["valid_bleu"] for row in self.history)])
+
+
+def train(
+    config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
+) -> TrainResult:
+    """A new run in `train.run_dir` (or the one there continued, `resume`), trained until
+    it stops; a new run with `train.init_from` starts from that model's weights."""
+    weights = None
+    if config.train.init_from and not resume:  # checked before anything is loaded or written
+        config = resolved(config)
+        weights = initial_weights(config)
+    trainer = Trainer(config, progress)
+    try:
+        trainer.open_run(resume, overwrite, weights)
+        result = trainer.fit()
+        distributed.wait_for_all(trainer.ranks)
+        return result
+    finally:
+        distributed.finish(trainer.ranks)
+
+
 class Trainer:
-    """A model, its optimiser, schedule and state, and the data it trains on."""
+    """A model, its optimiser, schedule and state, the data it trains on, and the run."""
 
     def __init__(self, config: Config, progress: bool = True):
-        self.config, self.cfg = config, config.train
-        self.ranks, self.device = distributed.init(pick_device(self.cfg.device))
+        self.config = config
+        train_cfg = config.train
+        self.ranks, self.device = distributed.init(pick_device(train_cfg.device))
         self.progress = progress and self.ranks.main
         self.created = time.perf_counter()
-        self.run_dir = RunDir(self.cfg.run_dir)
-        seed_everything(self.cfg.seed)
+        self.run_dir = RunDir(train_cfg.run_dir)
+        seed_everything(train_cfg.seed)
         self.data = load_training_data(config)
         self.src_tok = load_tokenizer(self.data.tokenizer_models["src"])
         self.tgt_tok = load_tokenizer(self.data.tokenizer_models["tgt"])
@@ -66,23 +148,351 @@ class Trainer:
         if self.ranks.active:  # parameters start as rank 0's; dropout differs per rank
             ids = [self.device.index] if self.device.type == "cuda" else None
             replicated = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-            torch.manual_seed(self.cfg.seed + self.ranks.rank)
+            torch.manual_seed(train_cfg.seed + self.ranks.rank)
             log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # all of training/
-        self.optimizer = build_optimizer(self.model, self.cfg)
-        self.schedule = LRSchedule(self.optimizer, self.cfg)
-        self.ema = WeightEMA(self.model, self.cfg.ema) if self.cfg.ema else None
-        self.state = TrainState()
-        # the compiled module shares the model's parameters; checkpoints save the model
-        self.forward = torch.compile(replicated, dynamic=True) if self.cfg.compile else replicated
         self.replicated = replicated
+        # what an update calls: the model (under DDP, replicated), compiled with train_cfg.compile;
+        # it shares the model's parameters, and checkpoints save the model
+        self.step_module = (
+            torch.compile(replicated, dynamic=True) if train_cfg.compile else replicated
+        )
+        self.optimizer = build_optimizer(self.model, train_cfg)
+        self.schedule = LRSchedule(self.optimizer, train_cfg)
+        self.ema = WeightEMA(self.model, train_cfg.ema) if train_cfg.ema else None
+        self.state = TrainState()
         cuda = self.device.type == "cuda"
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
         self.epoch_loss = torch.zeros((), device=self.device)  # summed on the device: no sync
-        self.session_start = time.monotonic()
+        self.budget_s = train_cfg.max_minutes * 60 if train_cfg.max_minutes > 0 else math.inf
+        self.session_start = time.monotonic()  # fit() starts the clock again
         self.session_elapsed = 0.0  # state.elapsed when this session began
         self.signals = StopSignals()
-        self.memory = MemoryGuard(self.ranks, self.device, self.cfg.max_tokens)
-        self.board = Board(self.run_dir.path, enabled=False)  # loop.run opens the real one
+        self.memory = MemoryGuard(self.ranks, self.device, train_cfg.max_tokens)
+
+    # ---- the run -----------------------------------------------------------------------
+    def open_run(self, resume: bool, overwrite: bool, weights: dict | None = None) -> None:
+        """Make the run directory ready, then continue last.pt (`resume`) or start from
+        `weights` (fine-tuning) or from the initialised model."""
+        self.run_dir.check(resume, overwrite)
+        if self.ranks.main:
+            self.run_dir.start(self.config.to_dict(), resume)
+        distributed.from_main(None, self.ranks)  # the others wait for the directory
+        if resume:
+            self.restore()
+        elif weights is not None:
+            self.start_from(weights)
+            log.info(
+                "weights from %s; optimiser, schedule and counters start fresh",
+                self.config.train.init_from,
+            )
+
+    def fit(self) -> TrainResult:
+        """Train epochs until a stop. SIGINT/SIGTERM ask to stop after the current update:
+        the state is saved and Interrupted raised."""
+        self.log_start()
+        self.session_start = time.monotonic()
+        history: list[dict] = []
+        tensorboard = self.config.train.tensorboard and self.ranks.main
+        with self.signals, Board(self.run_dir.path, tensorboard) as board:
+            while (stop := self.stop_before_epoch()) is None:
+                plan, order = self.start_epoch()
+                with self.progress_bar(len(order)) as bar:
+                    for group in self.update_groups(order):
+                        self.update(plan, group)
+                        bar.update(len(group))
+                        self.log_update(bar, board)
+                        self.save_when_due()
+                        if self.state.position < len(order) and (stop := self.stop_requested()):
+                            break
+                if stop is StopReason.SIGNAL:
+                    self.interrupt()
+                if stop is not None:
+                    history.append(self.cut_short(board))
+                    break
+                history.append(self.end_epoch(board))
+        message = stop.message(self.config)
+        return TrainResult(
+            self.run_dir.path, self.state, stop, message, len(self.data.train), history
+        )
+
+    def log_start(self) -> None:
+        data = self.data
+        log.info(
+            "model: %s parameters; %d training pairs in %d batches (%d dropped as longer "
+            "than %d tokens); device %s",
+            f"{count_parameters(self.model):,}",
+            data.train_pairs,
+            len(data.train),
+            data.dropped,
+            self.config.model.max_positions,
+            self.device,
+        )
+
+    # ---- stopping ----------------------------------------------------------------------
+    def stop_before_epoch(self) -> StopReason | None:
+        """Whether the run is over before another epoch starts (all ranks agree: every value
+        read here is shared, and the clock was agreed on by stop_requested)."""
+        train_cfg, state = self.config.train, self.state
+        if state.epoch >= train_cfg.max_epochs:
+            return StopReason.MAX_EPOCHS
+        if state.bad_epochs >= train_cfg.patience:
+            return StopReason.EARLY_STOPPING
+        if state.step and self.budget_used():  # a new run makes one update
+            return self.budget_reason()
+        return None
+
+    def stop_requested(self) -> StopReason | None:
+        """A signal or the budget, mid-epoch, as one decision for all ranks."""
+        wish = 2 if self.signals.requested is not None else int(self.budget_used())
+        decided = distributed.highest(wish, self.ranks)
+        if decided == 2:
+            return StopReason.SIGNAL
+        return self.budget_reason() if decided == 1 else None
+
+    def updates_used(self) -> bool:
+        """At train.max_updates (0: no limit)."""
+        return 0 < self.config.train.max_updates <= self.state.step
+
+    def budget_used(self) -> bool:
+        """Past the time budget or at train.max_updates."""
+        return self.elapsed() > self.budget_s or self.updates_used()
+
+    def budget_reason(self) -> StopReason:
+        return StopReason.MAX_UPDATES if self.updates_used() else StopReason.TIME_BUDGET
+
+    def elapsed(self) -> float:
+        """Seconds of the run so far, every session together."""
+        return self.session_elapsed + time.monotonic() - self.session_start
+
+    def interrupt(self) -> None:
+        """Save the exact state, then stop with a line that says how to continue."""
+        self.save()
+        signal = self.signals.requested
+        assert signal is not None
+        message = StopReason.SIGNAL.message(
+            self.config,
+            signal=signal.name,
+            epoch=self.state.epoch + 1,
+            step=self.state.step,
+            last=self.run_dir.last,
+        )
+        raise Interrupted(message, int(signal))
+
+    # ---- updates -----------------------------------------------------------------------
+    def start_epoch(self) -> tuple[Batches, list[int]]:
+        """The epoch's batches (weighted corpora: this epoch's draw) and their seeded order."""
+        self.model.train()
+        plan = self.data.train.epoch(self.state.epoch)
+        return plan, epoch_order(len(plan), self.config.train.seed, self.state.epoch)
+
+    def update_groups(self, order: list[int]) -> list[list[int]]:
+        """The batches of each update left in the epoch, from the saved position: the next
+        `update_freq` of them for each rank."""
+        per_update = self.config.train.update_freq * self.ranks.world
+        starts = range(self.state.position, len(order), per_update)
+        return [order[start : start + per_update] for start in starts]
+
+    def update(self, plan: Batches, group: list[int]) -> None:
+        """One optimiser update over the batches `group` of `plan` (this rank's share of
+        them), or none if it runs out of memory (oom.py); the epoch's counters advanced."""
+        began = time.perf_counter()
+        share = group
+        if self.ranks.active:
+            share = distributed.deal(group, plan.tokens, self.ranks.world)[self.ranks.rank]
+        tokens = int(plan.tokens[group].sum())
+        batches = [plan[i] for i in share] or [plan[group[0]]]
+        step = partial(self.train_step, batches, tokens, bool(share))
+        self.epoch_loss += self.memory.step_or_skip(step, self.optimizer, self.state, len(batches))
+        self.state.position += len(group)
+        self.state.epoch_tokens += tokens
+        self.state.epoch_seconds += time.perf_counter() - began
+
+    def train_step(
+        self, batches: list[Batch], tokens: int | None = None, counted: bool = True
+    ) -> torch.Tensor:
+        """One optimiser update over this rank's `batches`, the loss normalised by the
+        `tokens` of the whole update (all ranks; default: these batches'). `counted` False:
+        a stand-in batch for a rank with no share of this update, its loss multiplied by 0,
+        so the rank still joins the gradient all-reduce. Returns the summed loss, left on
+        the device (no sync)."""
+        self.state.step += 1
+        self.schedule.before_update(self.state.step)
+        tokens = tokens or sum(b.n_tokens for b in batches)
+        total = torch.zeros((), device=self.device)
+        for j, batch in enumerate(batches):
+            batch = batch.to(self.device, non_blocking=True)
+            last = j == len(batches) - 1
+            with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
+                with self.autocast:
+                    logits = self.step_module(*self.inputs(batch))
+                loss_sum = self.objective(logits, batch.tgt_out)
+                # DDP averages gradients over ranks: × world makes them the update's sum
+                (loss_sum / tokens * self.ranks.world * counted).backward()
+            total += loss_sum.detach() * counted
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.ema:
+            self.ema.update()
+        return total
+
+    def inputs(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """The model's inputs for one batch: twice over with R-Drop (train.rdrop)."""
+        inputs = (batch.src, batch.tgt_in, batch.src_mask)
+        return twice(*inputs) if self.config.train.rdrop else inputs
+
+    def objective(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The summed training loss of one batch's logits (model/loss.py)."""
+        train_cfg = self.config.train
+        if train_cfg.rdrop:
+            return rdrop_loss(logits, target, train_cfg.label_smoothing, train_cfg.rdrop)
+        return sequence_loss(logits, target, train_cfg.label_smoothing)
+
+    def progress_bar(self, batches: int) -> tqdm:
+        return tqdm(
+            total=batches,
+            initial=self.state.position,
+            desc=f"epoch {self.state.epoch + 1}",
+            unit="batch",
+            leave=False,
+            disable=None if self.progress else True,
+            dynamic_ncols=True,
+        )
+
+    def log_update(self, bar: tqdm, board: Board) -> None:
+        """Every train.log_every updates (and the first): the loss, the learning rate and
+        tokens/s on the progress bar and TensorBoard, and the NaN check."""
+        step = self.state.step
+        if step % self.config.train.log_every == 0 or step == 1:
+            loss = self.global_loss()  # the one host-device sync, every log_every steps
+            self.check_finite(loss)
+            seconds = max(self.state.epoch_seconds, 1e-9)
+            per_token = loss / max(1, self.state.epoch_tokens)
+            tokens_per_s = self.state.epoch_tokens / seconds
+            bar.set_postfix(
+                loss=f"{per_token:.3f}", lr=f"{self.schedule.lr:.2e}", tok_s=f"{tokens_per_s:.0f}"
+            )
+            board.training(step, per_token, self.schedule.lr, tokens_per_s)
+        if step == 1:
+            log.info("first update %.1f s after start-up began", time.perf_counter() - self.created)
+
+    def save_when_due(self) -> None:
+        every = self.config.train.save_every
+        if every and self.state.step % every == 0:
+            self.save()
+
+    def global_loss(self) -> float:
+        """The epoch's summed training loss so far, over all ranks."""
+        return distributed.sum_all(self.epoch_loss, self.ranks).item()
+
+    def check_finite(self, loss: float) -> None:
+        if not math.isfinite(loss):
+            last = self.run_dir.last
+            kept = f"the last good checkpoint is {last}" if last.exists() else "nothing was saved"
+            raise TrainingDiverged(
+                f"training diverged: loss is {loss} at epoch {self.state.epoch + 1}, step "
+                f"{self.state.step}; {kept}. Try a lower train.lr or more train.warmup_steps"
+            )
+
+    # ---- the end of an epoch -----------------------------------------------------------
+    def end_epoch(self, board: Board) -> dict:
+        """Validate, step the schedule, update early stopping's count, save: best.pt and the
+        snapshot before last.pt, so a kill in between is redone from the previous last.pt
+        with the same outcome. Returns the epoch's metrics row."""
+        result = self.validate()
+        row = self.metrics_row(result, complete=True)
+        average_best = self.validate_average(row)
+        self.check_finite(row["train_loss"])
+        improved = self.state.improved_by(result.bleu, result.loss)
+        self.state.finish_epoch(row, improved, average_best)
+        self.epoch_loss.zero_()
+        self.schedule.after_epoch(result.loss, result.bleu, self.state.step)
+        payload = self.payload()
+        if self.ranks.main:
+            self.write_weights(payload, improved, self.state.epoch, average_best)
+            self.run_dir.save(payload)
+            self.run_dir.write_metrics(self.state.history)
+        self.log_validation(board, row, result, improved)
+        return row
+
+    def cut_short(self, board: Board) -> dict:
+        """Out of budget mid-epoch: save the exact state first, then validate the weights as
+        they are for best.pt, a snapshot and a metrics row marked incomplete. The state is
+        left as if the cut had not happened, so a resumed run goes on identically."""
+        payload = self.save()
+        result = self.validate()  # of the weights in `payload`
+        row = self.metrics_row(result, complete=False)
+        average_best = self.validate_average(row)
+        improved = self.state.improved_by(result.bleu, result.loss)
+        if self.ranks.main:
+            self.write_weights(payload, improved, self.state.epoch + 1, average_best)
+            self.run_dir.write_metrics([*self.state.history, row])
+        self.log_validation(board, row, result, improved)
+        return row
+
+    def validate(self, model: torch.nn.Module | None = None) -> Validation:
+        """Validation loss and greedy BLEU (decode.beam is for translate and eval) of the
+        model being trained, or of `model` (the weights' average)."""
+        greedy = replace(self.config.decode, beam=1)
+        translator = Translator(model or self.model, self.src_tok, self.tgt_tok, greedy)
+        data = self.data
+        result = None
+        if self.ranks.main:
+            result = validate(translator, data.valid, data.bleu_src, data.bleu_refs, self.autocast)
+        result = distributed.from_main(result, self.ranks)
+        self.model.train()
+        self.check_finite(result.loss)
+        return result
+
+    def validate_average(self, row: dict) -> bool:
+        """With train.ema, validate the weights' average too, into `row`'s ema_ columns;
+        whether it beats the average's best validation BLEU so far."""
+        if not self.ema:
+            return False
+        result = self.validate(self.ema.model)
+        row["ema_valid_loss"], row["ema_valid_bleu"] = result.loss, result.bleu
+        return result.bleu > self.state.best_ema_bleu
+
+    def metrics_row(self, result: Validation, complete: bool) -> dict:
+        state = self.state
+        return {
+            "epoch": state.epoch + 1,
+            "complete": int(complete),
+            "step": state.step,
+            "lr": self.schedule.lr,
+            "train_loss": self.global_loss() / max(1, state.epoch_tokens),
+            "valid_loss": result.loss,
+            "valid_bleu": result.bleu,
+            "train_tokens_per_s": state.epoch_tokens / max(state.epoch_seconds, 1e-9),
+            "skipped_batches": state.skipped,
+            "minutes": self.elapsed() / 60,
+        }
+
+    def write_weights(self, payload: dict, improved: bool, epoch: int, average_best: bool) -> None:
+        if improved:
+            self.run_dir.save_best(payload)
+        if average_best:
+            self.run_dir.save_ema(payload)
+        if self.config.train.keep_last:
+            self.run_dir.save_snapshot(payload, epoch, self.config.train.keep_last)
+
+    def log_validation(self, board: Board, row: dict, result: Validation, improved: bool) -> None:
+        board.validation(self.state.step, result.loss, result.bleu)
+        average = f", EMA {row['ema_valid_bleu']:.2f}" if "ema_valid_bleu" in row else ""
+        log.info(
+            "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s%s, %.0f tgt tok/s"
+            " | %s → %s",
+            row["epoch"],
+            "" if row["complete"] else " (cut short)",
+            row["train_loss"],
+            result.loss,
+            result.bleu,
+            " (best)" if improved else "",
+            average,
+            row["train_tokens_per_s"],
+            self.data.bleu_src[0],
+            result.hypotheses[0],
+        )
 
     # ---- checkpoints -------------------------------------------------------------------
     def payload(self) -> dict:
@@ -93,7 +503,7 @@ class Trainer:
         self.check_finite(state.epoch_loss)
         state.elapsed = self.elapsed()
         rng = distributed.gather(random_state(), self.ranks)  # one per rank
-        return resume.training_payload(
+        return training_payload(
             self.config, self.data, self.model, self.optimizer, self.schedule, state, rng, self.ema
         )
 
@@ -112,8 +522,8 @@ class Trainer:
         payload = self.run_dir.load()
         groups = len(self.optimizer.param_groups)
         tokenizers = self.data.tokenizer_models
-        resume.check_resumable(self.run_dir.last, payload, self.config, tokenizers, groups)
-        self.state = resume.load_training_state(payload, self.model, self.optimizer, self.schedule)
+        check_resumable(self.run_dir.last, payload, self.config, tokenizers, groups)
+        self.state = load_training_state(payload, self.model, self.optimizer, self.schedule)
         if self.ema and "ema" in payload:
             self.ema.load_state_dict(payload["ema"])
         elif self.ema:
@@ -132,145 +542,3 @@ class Trainer:
         self.model.load_state_dict(weights)
         if self.ema:
             self.ema.restart()
-
-    def elapsed(self) -> float:
-        return self.session_elapsed + time.monotonic() - self.session_start
-
-    def check_finite(self, loss: float) -> None:
-        if not math.isfinite(loss):
-            last = self.run_dir.last
-            kept = f"the last good checkpoint is {last}" if last.exists() else "nothing was saved"
-            raise TrainingDiverged(
-                f"training diverged: loss is {loss} at epoch {self.state.epoch + 1}, step "
-                f"{self.state.step}; {kept}. Try a lower train.lr or more train.warmup_steps"
-            )
-
-    # ---- updates -----------------------------------------------------------------------
-    def train_step(
-        self, batches: list[Batch], tokens: int | None = None, counted: bool = True
-    ) -> torch.Tensor:
-        """One optimiser update over this rank's `batches`, the loss normalised by the
-        `tokens` of the whole update (all ranks; default: these batches'). `counted` False:
-        a stand-in batch for a rank with no share of this update, its loss multiplied by 0,
-        so the rank still joins the gradient all-reduce. Returns the summed loss, left on
-        the device (no sync)."""
-        self.state.step += 1
-        self.schedule.before_update(self.state.step)
-        tokens = tokens or sum(b.n_tokens for b in batches)
-        total = torch.zeros((), device=self.device)
-        for j, batch in enumerate(batches):
-            batch = batch.to(self.device, non_blocking=True)
-            last = j == len(batches) - 1
-            with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
-                with self.autocast:
-                    logits = self.forward(*self.inputs(batch))
-                loss_sum = self.objective(logits, batch.tgt_out)
-                # DDP averages gradients over ranks: × world makes them the update's sum
-                (loss_sum / tokens * self.ranks.world * counted).backward()
-            total += loss_sum.detach() * counted
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.ema:
-            self.ema.update()
-        return total
-
-    def inputs(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        """The model's inputs for one batch: twice over with R-Drop (train.rdrop)."""
-        inputs = (batch.src, batch.tgt_in, batch.src_mask)
-        return twice(*inputs) if self.cfg.rdrop else inputs
-
-    def objective(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """The summed training loss of one batch's logits (model/loss.py)."""
-        if self.cfg.rdrop:
-            return rdrop_loss(logits, target, self.cfg.label_smoothing, self.cfg.rdrop)
-        return sequence_loss(logits, target, self.cfg.label_smoothing)
-
-    def train_epoch(self, budget: float) -> str | None:
-        """Train from the saved position to the end of the epoch. Returns None when the epoch
-        is done, "budget" or "signal" when it stopped early (after a whole update)."""
-        self.model.train()
-        plan = self.data.train.epoch(self.state.epoch)  # weighted corpora: this epoch's draw
-        order = epoch_order(len(plan), self.cfg.seed, self.state.epoch)
-        per_update = self.cfg.update_freq * self.ranks.world
-        bar = tqdm(
-            total=len(order),
-            initial=self.state.position,
-            desc=f"epoch {self.state.epoch + 1}",
-            unit="batch",
-            leave=False,
-            disable=None if self.progress else True,
-            dynamic_ncols=True,
-        )
-        for start in range(self.state.position, len(order), per_update):
-            began = time.perf_counter()
-            group = order[start : start + per_update]
-            share = group
-            if self.ranks.active:
-                share = distributed.deal(group, plan.tokens, self.ranks.world)[self.ranks.rank]
-            tokens = int(plan.tokens[group].sum())
-            batches = [plan[i] for i in share] or [plan[group[0]]]
-            update = partial(self.train_step, batches, tokens, bool(share))
-            loss = self.memory.step_or_skip(update, self.optimizer, self.state, len(batches))
-            self.epoch_loss += loss
-            self.state.position = min(start + per_update, len(order))
-            self.state.epoch_tokens += tokens
-            self.state.epoch_seconds += time.perf_counter() - began
-            bar.update(len(group))
-            self.after_update(bar)
-            if self.state.position < len(order):
-                stop = self.stop_requested(budget)
-                if stop:
-                    bar.close()
-                    return stop
-        bar.close()
-        return None
-
-    def after_update(self, bar: tqdm) -> None:
-        step = self.state.step
-        if step % self.cfg.log_every == 0 or step == 1:
-            loss = self.global_loss()  # the one host-device sync, every log_every steps
-            self.check_finite(loss)
-            seconds = max(self.state.epoch_seconds, 1e-9)
-            per_token = loss / max(1, self.state.epoch_tokens)
-            tokens_per_s = self.state.epoch_tokens / seconds
-            bar.set_postfix(
-                loss=f"{per_token:.3f}", lr=f"{self.schedule.lr:.2e}", tok_s=f"{tokens_per_s:.0f}"
-            )
-            self.board.training(step, per_token, self.schedule.lr, tokens_per_s)
-        if step == 1:
-            log.info("first update %.1f s after start-up began", time.perf_counter() - self.created)
-        if self.cfg.save_every and step % self.cfg.save_every == 0:
-            self.save()
-
-    def updates_used(self) -> bool:
-        """At train.max_updates (0: no limit)."""
-        return 0 < self.cfg.max_updates <= self.state.step
-
-    def budget_used(self, budget: float) -> bool:
-        """Past the time budget (seconds) or at train.max_updates."""
-        return self.elapsed() > budget or self.updates_used()
-
-    def stop_requested(self, budget: float) -> str | None:
-        """A signal or the budget, as one decision for all ranks."""
-        wish = 2 if self.signals.requested is not None else int(self.budget_used(budget))
-        return {0: None, 1: "budget", 2: "signal"}[distributed.highest(wish, self.ranks)]
-
-    def global_loss(self) -> float:
-        """The epoch's summed training loss so far, over all ranks."""
-        return distributed.sum_all(self.epoch_loss, self.ranks).item()
-
-    # ---- validation --------------------------------------------------------------------
-    def validate(self, model: torch.nn.Module | None = None) -> Validation:
-        """Validation loss and greedy BLEU (decode.beam is for translate and eval) of the
-        model being trained, or of `model` (the weights' average)."""
-        greedy = replace(self.config.decode, beam=1)
-        translator = Translator(model or self.model, self.src_tok, self.tgt_tok, greedy)
-        data = self.data
-        result = None
-        if self.ranks.main:
-            result = validate(translator, data.valid, data.bleu_src, data.bleu_refs, self.autocast)
-        result = distributed.from_main(result, self.ranks)
-        self.model.train()
-        self.check_finite(result.loss)
-        return result
