@@ -37,8 +37,7 @@ from translator.data.tokenizer import BOS, EOS  # noqa: E402
 from translator.inference.search import NEVER_OUTPUT, greedy  # noqa: E402
 from translator.inference.torch_engine import Translator  # noqa: E402
 from translator.model.rundir import RunDir  # noqa: E402
-from translator.training.trainer import train  # noqa: E402
-from translator.training.trainer import Trainer  # noqa: E402
+from translator.training.trainer import Trainer, train  # noqa: E402
 
 
 def uncached_greedy(model, src: torch.Tensor, max_lens: torch.Tensor) -> list[list[int]]:

@@ -1,12 +1,14 @@
-"""Every config shipped in configs/ loads, and its model can be built and run."""
+"""Every config shipped in configs/ loads, and its model can be built and run; every rule
+of the config is one line that names its key."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-from translator.config import load
+from translator.config import DecodeConfig, from_dict, load
 from translator.data.batching import padding_mask
+from translator.errors import UserError
 from translator.model.transformer import Transformer
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
@@ -40,3 +42,161 @@ def test_the_tatoeba_configs_hold_out_the_same_test_split():
     assert len(tatoeba) == len(names)
     for key in SPLIT_KEYS.split():
         assert len({repr(getattr(d, key)) for d in tatoeba}) == 1, key
+
+
+# Every rule of the config broken once, with the line the user reads (each was recorded
+# from the checks as they stood before the rules moved beside their keys: word for word)
+RULES = [
+    (
+        {"model": {"d_model": 250, "heads": 4}},
+        "model.d_model (250) must be divisible by model.heads (4)",
+    ),
+    ({"model": {"d_model": 0}}, "config key 'model.d_model' must be positive, got 0"),
+    ({"model": {"heads": -1}}, "config key 'model.heads' must be positive, got -1"),
+    ({"model": {"ff_dim": 0}}, "config key 'model.ff_dim' must be positive, got 0"),
+    ({"model": {"max_positions": 0}}, "config key 'model.max_positions' must be positive, got 0"),
+    ({"train": {"max_tokens": 0}}, "config key 'train.max_tokens' must be positive, got 0"),
+    ({"train": {"lr": 0.0}}, "config key 'train.lr' must be positive, got 0.0"),
+    ({"decode": {"batch_size": 0}}, "config key 'decode.batch_size' must be positive, got 0"),
+    ({"decode": {"beam": 0}}, "config key 'decode.beam' must be positive, got 0"),
+    ({"decode": {"workers": 0}}, "config key 'decode.workers' must be positive, got 0"),
+    ({"serve": {"max_sentences": 0}}, "config key 'serve.max_sentences' must be positive, got 0"),
+    ({"serve": {"max_chars": 0}}, "config key 'serve.max_chars' must be positive, got 0"),
+    ({"serve": {"max_beam": 0}}, "config key 'serve.max_beam' must be positive, got 0"),
+    ({"serve": {"max_queue": 0}}, "config key 'serve.max_queue' must be positive, got 0"),
+    ({"serve": {"max_body_kb": 0}}, "config key 'serve.max_body_kb' must be positive, got 0"),
+    (
+        {"serve": {"read_timeout_s": 0.0}},
+        "config key 'serve.read_timeout_s' must be positive, got 0.0",
+    ),
+    (
+        {"serve": {"request_timeout_s": -1.0}},
+        "config key 'serve.request_timeout_s' must be positive, got -1.0",
+    ),
+    ({"data": {"src_vocab_size": 0}}, "config key 'data.src_vocab_size' must be positive, got 0"),
+    ({"data": {"tgt_vocab_size": 0}}, "config key 'data.tgt_vocab_size' must be positive, got 0"),
+    (
+        {"data": {"tokenizer_sentences": 0}},
+        "config key 'data.tokenizer_sentences' must be positive, got 0",
+    ),
+    ({"train": {"update_freq": 0}}, "config key 'train.update_freq' must be positive, got 0"),
+    ({"train": {"log_every": 0}}, "config key 'train.log_every' must be positive, got 0"),
+    (
+        {"train": {"save_every": -1}},
+        "config key 'train.save_every' must be >= 0 (0: at epoch ends only)",
+    ),
+    ({"data": {"workers": -1}}, "config key 'data.workers' must be >= 0 (0: every core)"),
+    ({"serve": {"port": 70000}}, "config key 'serve.port' must be from 0 to 65535"),
+    ({"serve": {"batch_wait_ms": -1.0}}, "config key 'serve.batch_wait_ms' must be >= 0"),
+    (
+        {"decode": {"threads": -1}},
+        "config key 'decode.threads' must be >= 0 (0: the engine's default)",
+    ),
+    (
+        {"decode": {"engine": "ctranslate2"}},
+        (
+            "the ctranslate2 engine needs decode.model_dir (--model DIR), a directory "
+            "written by `translator export`"
+        ),
+    ),
+    (
+        {"decode": {"length_penalty": -1.0}},
+        "config key 'decode.length_penalty' must be >= 0, got -1.0",
+    ),
+    (
+        {"decode": {"nbest": -1}},
+        "config key 'decode.nbest' must be >= 0 (0: one translation a line, as text), got -1",
+    ),
+    (
+        {"decode": {"no_repeat_ngram": -1}},
+        "config key 'decode.no_repeat_ngram' must be >= 0 (0: off), got -1",
+    ),
+    ({"decode": {"topk": -1}}, "config key 'decode.topk' must be >= 0 (0: all tokens), got -1"),
+    ({"decode": {"topp": 0.0}}, "config key 'decode.topp' must be in (0, 1], got 0.0"),
+    (
+        {"decode": {"temperature": -1.0}},
+        "config key 'decode.temperature' must be >= 0 (0: greedy), got -1.0",
+    ),
+    (
+        {"decode": {"nbest": 3, "beam": 2}},
+        (
+            "decode.nbest (3) must be at most decode.beam (2): the search keeps only that "
+            "many hypotheses (or sample with decode.sample)"
+        ),
+    ),
+    ({"model": {"dropout": 1.0}}, "config key 'model.dropout' must be in [0, 1)"),
+    ({"train": {"label_smoothing": 1.0}}, "config key 'train.label_smoothing' must be in [0, 1)"),
+    ({"train": {"ema": 1.0}}, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999"),
+    ({"train": {"rdrop": -1.0}}, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5"),
+    (
+        {"train": {"rdrop": 5.0}, "model": {"dropout": 0.0}},
+        "train.rdrop compares two dropout draws: it needs model.dropout > 0",
+    ),
+    (
+        {"data": {"subword_sampling": -1}},
+        "config key 'data.subword_sampling' must be >= 0 (0: off)",
+    ),
+    (
+        {"data": {"subword_alpha": 0.0}},
+        "config key 'data.subword_alpha' must be in (0, 1), e.g. 0.1",
+    ),
+    (
+        {"data": {"format": "csv"}},
+        "config key 'data.format' must be one of auto, tatoeba, anki, jsonl, tmx, got 'csv'",
+    ),
+    ({"data": {"format": 5}}, "config key 'data.format' must be str, got 5"),
+    (
+        {"data": {"subword_sides": "left"}},
+        "config key 'data.subword_sides' must be one of both, src, tgt, got 'left'",
+    ),
+    (
+        {"train": {"schedule": "cosine"}},
+        "config key 'train.schedule' must be one of plateau, inverse_sqrt, got 'cosine'",
+    ),
+    (
+        {"train": {"plateau_metric": "chrf"}},
+        "config key 'train.plateau_metric' must be one of loss, bleu, got 'chrf'",
+    ),
+    (
+        {"model": {"norm": "sandwich"}},
+        "config key 'model.norm' must be one of pre, post, got 'sandwich'",
+    ),
+    (
+        {"decode": {"engine": "onnx"}},
+        "config key 'decode.engine' must be one of torch, ctranslate2, got 'onnx'",
+    ),
+    ({"train": {"lr": "fast"}}, "config key 'train.lr' must be float, got 'fast'"),
+    (
+        {"train": {"nope": 1}},
+        (
+            "unknown config key 'train.nope' (known: bleu_samples, clip_norm, compile, "
+            "device, ema, init_from, keep_last, label_smoothing, log_every, lr, "
+            "max_epochs, max_minutes, max_tokens, max_updates, min_lr, patience, "
+            "plateau_factor, plateau_metric, plateau_patience, rdrop, run_dir, save_every, "
+            "schedule, seed, tensorboard, update_freq, warmup_steps, weight_decay)"
+        ),
+    ),
+    ({"nope": {}}, "unknown config section 'nope' (known: data, model, train, decode, serve)"),
+    (
+        {"data": {"inputs": [{"path": "a", "weight": 0}]}},
+        "config key 'data.inputs[0].weight' must be a number above 0, got 0",
+    ),
+]
+
+
+@pytest.mark.parametrize("raw, message", RULES, ids=lambda v: str(v)[:60])
+def test_every_rule_names_its_key_in_one_line(raw, message):
+    with pytest.raises(UserError) as caught:
+        from_dict(raw)
+    assert str(caught.value) == message
+
+
+def test_the_heads_are_checked_before_they_divide():
+    with pytest.raises(UserError, match="'model.heads' must be positive, got 0"):
+        from_dict({"model": {"heads": 0}})
+
+
+def test_the_python_api_settings_are_checked_as_the_config_is():
+    DecodeConfig(beam=5, nbest=5).check()
+    with pytest.raises(UserError, match="must be at most decode.beam"):
+        DecodeConfig(beam=2, nbest=3).check()

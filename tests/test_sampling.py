@@ -53,9 +53,7 @@ def test_a_line_of_two_sentences_sums_their_scores(translator):
 
 def test_nbest_above_the_beam_is_refused():
     with pytest.raises(UserError, match="decode.nbest \\(3\\) must be at most decode.beam"):
-        from translator.config_checks import check_decode
-
-        check_decode(DecodeConfig(beam=2, nbest=3))
+        DecodeConfig(beam=2, nbest=3).check()
 
 
 def test_top_k_never_leaves_the_k_best_and_top_p_keeps_the_smallest_set():

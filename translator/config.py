@@ -1,7 +1,12 @@
-"""One typed config: data, model, train and decode sections, loaded from TOML.
+"""One typed config: data, model, train, decode and serve sections, loaded from TOML.
 
-Unknown keys and wrongly typed values are errors that name the key. Relative paths
-are relative to the directory the command is run from.
+Each section is a dataclass whose fields are its keys (type, default and meaning side by
+side; a key with a fixed set of values is a `Literal`), and whose `check()` holds the
+rules a type cannot express: positive sizes, ranges, settings that do not fit together.
+`Config.check()` runs each section's, then the rules that join two sections. The loader
+(`load`, `from_dict`) names an unknown key, checks every value against its key's type,
+and checks the whole config once. Relative paths are relative to the directory the
+command is run from.
 """
 
 from __future__ import annotations
@@ -11,25 +16,26 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from translator.config_checks import validate
-from translator.corpora import rebase_entry
+from translator.corpora import parse_corpora, rebase_entry
 from translator.errors import UserError
 
 DEFAULT_CONFIG = Path("configs/tiny.toml")
+
+InputFormat = Literal["auto", "tatoeba", "anki", "jsonl", "tmx"]  # corpus/formats/readers.py
 
 
 @dataclass
 class DataConfig:
     inputs: list = field(default_factory=list)  # corpora read by `prepare` (corpora.py)
     exclude: list[str] = field(default_factory=list)  # drop pairs with a sentence of these files
-    format: str = "auto"  # auto | tatoeba | anki | jsonl | tmx (single files; pairs are text)
+    format: InputFormat = "auto"  # of single files (a pair of files is plain text)
     dir: str = "data/prepared/default"  # where splits, tokenizers and stats.json go
     max_chars: int = 200  # drop a pair if either side is longer (characters)
     min_length_ratio: float = 0.5  # English characters per Chinese character, lower bound
@@ -45,7 +51,24 @@ class DataConfig:
     workers: int = 0  # processes for prepare (and threads for encoding); 0: every core
     subword_sampling: int = 0  # BPE-dropout: this many sampled encodings of train, 1 an epoch
     subword_alpha: float = 0.1  # BPE-dropout: the chance that each merge is skipped
-    subword_sides: str = "both"  # both | src | tgt: which sides of train are sampled
+    subword_sides: Literal["both", "src", "tgt"] = "both"  # which sides of train are sampled
+
+    def check(self) -> None:
+        parse_corpora(self.inputs)
+        _positive(
+            "data",
+            src_vocab_size=self.src_vocab_size,
+            tgt_vocab_size=self.tgt_vocab_size,
+            tokenizer_sentences=self.tokenizer_sentences,
+        )
+        _require(self.workers >= 0, "config key 'data.workers' must be >= 0 (0: every core)")
+        _require(
+            self.subword_sampling >= 0, "config key 'data.subword_sampling' must be >= 0 (0: off)"
+        )
+        _require(
+            0 < self.subword_alpha < 1,
+            "config key 'data.subword_alpha' must be in (0, 1), e.g. 0.1",
+        )
 
 
 @dataclass
@@ -57,8 +80,22 @@ class ModelConfig:
     ff_dim: int = 1024
     dropout: float = 0.1
     max_positions: int = 256  # longest token sequence the model accepts, either side
-    norm: str = "pre"  # pre | post (layer norm before or after each residual block)
+    norm: Literal["pre", "post"] = "pre"  # layer norm before or after each residual block
     tie_embeddings: bool = True  # decoder input embedding shared with the output projection
+
+    def check(self) -> None:
+        _positive(
+            "model",
+            d_model=self.d_model,
+            heads=self.heads,
+            ff_dim=self.ff_dim,
+            max_positions=self.max_positions,
+        )
+        _require(
+            self.d_model % self.heads == 0,
+            f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})",
+        )
+        _require(0 <= self.dropout < 1, "config key 'model.dropout' must be in [0, 1)")
 
 
 @dataclass
@@ -73,8 +110,9 @@ class TrainConfig:
     weight_decay: float = 0.01
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
-    schedule: str = "plateau"  # after warm-up: plateau (ReduceLROnPlateau) | inverse_sqrt
-    plateau_metric: str = "loss"  # what the plateau rule follows: validation loss | bleu
+    # after warm-up: ReduceLROnPlateau, or fairseq's lr × sqrt(warmup_steps / update)
+    schedule: Literal["plateau", "inverse_sqrt"] = "plateau"
+    plateau_metric: Literal["loss", "bleu"] = "loss"  # what the plateau rule follows (valid)
     plateau_factor: float = 0.5  # the rate is multiplied by this ...
     plateau_patience: int = 2  # ... after this many epochs without a better plateau_metric
     min_lr: float = 1e-5  # ... down to this floor
@@ -92,6 +130,24 @@ class TrainConfig:
     tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)
     init_from: str = ""  # a checkpoint or run dir: start from its weights (fine-tuning)
 
+    def check(self) -> None:
+        _positive(
+            "train",
+            max_tokens=self.max_tokens,
+            lr=self.lr,
+            update_freq=self.update_freq,
+            log_every=self.log_every,
+        )
+        _require(
+            self.save_every >= 0,
+            "config key 'train.save_every' must be >= 0 (0: at epoch ends only)",
+        )
+        _require(
+            0 <= self.label_smoothing < 1, "config key 'train.label_smoothing' must be in [0, 1)"
+        )
+        _require(0 <= self.ema < 1, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999")
+        _require(self.rdrop >= 0, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5")
+
 
 @dataclass
 class DecodeConfig:
@@ -100,7 +156,7 @@ class DecodeConfig:
     length_penalty: float = 0.6  # GNMT alpha for beam search: score = log P / ((5+len)/6)^alpha
     max_len_a: float = 1.5  # output limit: a * source tokens + b
     max_len_b: int = 10
-    engine: str = "torch"  # torch (our model) or ctranslate2 (a `translator export` directory)
+    engine: Literal["torch", "ctranslate2"] = "torch"  # our model, or a `translator export` dir
     model_dir: str = ""  # the exported directory the ctranslate2 engine reads
     threads: int = 0  # ctranslate2: threads per worker (0: its default)
     workers: int = 1  # ctranslate2: translators decoding batches in parallel
@@ -113,6 +169,34 @@ class DecodeConfig:
     topp: float = 1.0  # sampling: from the fewest tokens holding this much probability
     temperature: float = 1.0  # sampling: logits divided by this (0: greedy)
     seed: int = 0  # sampling: the same seed, input and batch size give the same output
+
+    def check(self) -> None:
+        """Also run on the Python API's per-call settings (inference/text.py)."""
+        _positive("decode", batch_size=self.batch_size, beam=self.beam, workers=self.workers)
+        _require(
+            self.threads >= 0,
+            "config key 'decode.threads' must be >= 0 (0: the engine's default)",
+        )
+        _require(
+            self.engine != "ctranslate2" or bool(self.model_dir),
+            "the ctranslate2 engine needs decode.model_dir (--model DIR), a directory "
+            "written by `translator export`",
+        )
+        rules = {
+            "length_penalty": (self.length_penalty >= 0, "must be >= 0"),
+            "nbest": (self.nbest >= 0, "must be >= 0 (0: one translation a line, as text)"),
+            "no_repeat_ngram": (self.no_repeat_ngram >= 0, "must be >= 0 (0: off)"),
+            "topk": (self.topk >= 0, "must be >= 0 (0: all tokens)"),
+            "topp": (0 < self.topp <= 1, "must be in (0, 1]"),
+            "temperature": (self.temperature >= 0, "must be >= 0 (0: greedy)"),
+        }
+        for key, (ok, rule) in rules.items():
+            _require(ok, f"config key 'decode.{key}' {rule}, got {getattr(self, key)}")
+        _require(
+            self.sample or self.nbest <= self.beam,
+            f"decode.nbest ({self.nbest}) must be at most decode.beam ({self.beam}): the search "
+            "keeps only that many hypotheses (or sample with decode.sample)",
+        )
 
 
 @dataclass
@@ -131,6 +215,20 @@ class ServeConfig:
     api_keys: list[str] = field(default_factory=list)  # with any (or TRANSLATOR_API_KEYS): 401
     cors_origins: list[str] = field(default_factory=list)  # origins browsers may call from
 
+    def check(self) -> None:
+        _positive(
+            "serve",
+            max_sentences=self.max_sentences,
+            max_chars=self.max_chars,
+            max_beam=self.max_beam,
+            max_queue=self.max_queue,
+            max_body_kb=self.max_body_kb,
+            read_timeout_s=self.read_timeout_s,
+            request_timeout_s=self.request_timeout_s,
+        )
+        _require(0 <= self.port <= 65535, "config key 'serve.port' must be from 0 to 65535")
+        _require(self.batch_wait_ms >= 0, "config key 'serve.batch_wait_ms' must be >= 0")
+
 
 @dataclass
 class Config:
@@ -140,22 +238,33 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
 
+    def check(self) -> None:
+        """Each section's rules, then those that join two sections."""
+        for section in (self.data, self.model, self.train, self.decode, self.serve):
+            section.check()
+        _require(
+            not self.train.rdrop or bool(self.model.dropout),
+            "train.rdrop compares two dropout draws: it needs model.dropout > 0",
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-CHOICES = {
-    "data.format": ("auto", "tatoeba", "anki", "jsonl", "tmx"),
-    "data.subword_sides": ("both", "src", "tgt"),
-    "train.schedule": ("plateau", "inverse_sqrt"),
-    "train.plateau_metric": ("loss", "bleu"),
-    "model.norm": ("pre", "post"),
-    "decode.engine": ("torch", "ctranslate2"),
-}
+def _positive(section: str, **values: float) -> None:
+    for key, value in values.items():
+        _require(value > 0, f"config key '{section}.{key}' must be positive, got {value}")
+
+
+def _require(ok: bool, message: str) -> None:
+    """A rule of the config: one clear line if it is broken."""
+    if not ok:
+        raise UserError(message)
 
 
 def _coerce(key: str, value: Any, kind: Any) -> Any:
-    """Check one value against its field type; ints are accepted where floats are expected."""
+    """Check one value against its field type; ints are accepted where floats are expected,
+    and a Literal takes one of its values."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind is list:
@@ -166,12 +275,13 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return value
         raise UserError(f"config key '{key}' must be a list of strings, got {value!r}")
+    choices = get_args(kind) if get_origin(kind) is Literal else ()
+    if choices:
+        kind = str
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
         raise UserError(f"config key '{key}' must be {kind.__name__}, got {value!r}")
-    if key in CHOICES and value not in CHOICES[key]:
-        raise UserError(
-            f"config key '{key}' must be one of {', '.join(CHOICES[key])}, got {value!r}"
-        )
+    if choices and value not in choices:
+        raise UserError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}")
     return value
 
 
@@ -199,7 +309,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
             raise UserError(f"config section '{name}' must be a table")
         built[name] = _section(name, cls, values)
     config = Config(**built)
-    validate(config)
+    config.check()
     return config
 
 

@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from translator.config import DecodeConfig
-from translator.config_checks import check_decode
 from translator.data.normalization import CONTROL, normalize_en
 from translator.data.tokenizer import Tokenizer
 from translator.errors import UserError
@@ -174,7 +173,7 @@ def changed(decode: DecodeConfig, **changes) -> DecodeConfig:
     API's error for arguments)."""
     decode = dataclasses.replace(decode, **changes)
     try:
-        check_decode(decode)
+        decode.check()
     except UserError as exc:
         raise ValueError(str(exc)) from None
     return decode

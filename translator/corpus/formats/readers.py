@@ -27,16 +27,18 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import pandas as pd
 
+from translator.config import InputFormat
 from translator.corpus.formats import tmx
 from translator.corpus.formats.compression import open_input, reading
 from translator.corpus.formats.read_stats import ReadStats
 from translator.data.normalization import CONTROL
 from translator.errors import UserError
 
-FORMATS = ("tatoeba", "anki", "jsonl", "tmx")
+FORMATS = tuple(name for name in get_args(InputFormat) if name != "auto")  # data.format
 BLOCK_BYTES = 16 << 20  # read this much at a time, cut at the last newline
 HAN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 
