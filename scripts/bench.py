@@ -10,6 +10,14 @@ scripts/reference/naive.py, on the same data with the same model size.
    measured matrix-multiply peak (fp32 2048³ on CPU, bf16 8192³ on CUDA).
 2. decoding the same sentences (valid + test splits, 1,500 by default): the reference's
    full re-decode greedy vs our cached greedy (outputs must be identical) vs our beam 5.
+3. the decoding engines (when CTranslate2 is installed): our PyTorch decoder against
+   CTranslate2 float32 and int8 (the same model exported with `translator export`), on the
+   same sentences with the same search and length limits, CTranslate2 run both with all
+   intra-op threads in one translator and as that many workers of one thread. Each row:
+   sentences/s, target tokens/s, test BLEU (each distinct test sentence once, against all
+   its references) and the speed ratio to our decoder with the same search. CTranslate2
+   float32 greedy output must equal ours but at exact logit ties (checked like the
+   reference's).
 
 The reference trains first, in a default process; then the allocator setting the translator
 CLI applies (translator/runtime.py) is switched on for our training and for all decoding.
@@ -22,61 +30,32 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
 import sys
+import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+from common import ROOT, flops_per_token, load_config, matmul_peak
+from reference import naive
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-import bench_engines  # noqa: E402
-from reference import naive  # noqa: E402
-
-from translator import config as config_module  # noqa: E402
-from translator.corpus.pipeline import prepare  # noqa: E402
-from translator.data.batching import (  # noqa: E402
-    encode_pairs,  # noqa: E402
-    pad,
-    padding_mask,
-)
-from translator.data.layout import read_split, tokenizer_file  # noqa: E402
-from translator.data.tokenizer import BOS, EOS, PAD  # noqa: E402
-from translator.inference.torch_engine import Translator, for_decoding  # noqa: E402
-from translator.model.flops import count_parameters, forward_flops  # noqa: E402
-from translator.runtime import keep_freed_memory, pick_device  # noqa: E402
-from translator.training.trainer import Trainer  # noqa: E402
-
-
-def matmul_flops(device: torch.device) -> tuple[float, str]:
-    """FLOP/s of one large matrix multiply: the machine's practical ceiling."""
-    n, dtype = (2048, torch.float32) if device.type == "cpu" else (8192, torch.bfloat16)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    for _ in range(2):
-        a @ b
-    runs, start = 0, time.perf_counter()
-    while runs < 5 or time.perf_counter() - start < 2:
-        a @ b
-        runs += 1
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    return 2 * n**3 * runs / (time.perf_counter() - start), f"{str(dtype)[6:]} {n}³ matmul"
-
-
-def training_flops_per_token(trainer: Trainer) -> float:
-    """Average model FLOPs (forward + backward ≈ 3× forward) per target token, over the
-    real (unpadded) lengths of every training pair."""
-    cfg, vocab = trainer.config.model, trainer.tgt_tok.get_piece_size()
-    flops = tokens = 0
-    for batch in trainer.data.train:
-        src_lens = batch.src_mask[:, 0, 0].sum(dim=1).tolist()
-        tgt_lens = (batch.tgt_out != PAD).sum(dim=1).tolist()
-        for s, t in zip(src_lens, tgt_lens, strict=True):
-            flops += 3 * forward_flops(cfg, s, t, vocab)
-            tokens += t
-    return flops / tokens
+from translator.config import Config
+from translator.corpus.pipeline import prepare
+from translator.data.batching import pad, padding_mask
+from translator.data.layout import read_references, read_split, tokenizer_file
+from translator.data.tokenizer import BOS, EOS
+from translator.deploy.export import export
+from translator.errors import UserError
+from translator.evaluation.scoring import score
+from translator.inference import onednn
+from translator.inference.torch_engine import Translator, for_decoding
+from translator.model import checkpoint as checkpoint_module
+from translator.model.flops import count_parameters
+from translator.model.rundir import RunDir
+from translator.runtime import keep_freed_memory, pick_device
+from translator.training.trainer import Trainer
 
 
 def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
@@ -105,7 +84,8 @@ def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
 def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup, device) -> float:
     torch.manual_seed(config.train.seed)
     m = config.model
-    src, tgt, _ = encode_pairs(*read_split(data_dir, "train"), src_tok, tgt_tok, m.max_positions)
+    english, chinese = read_split(data_dir, "train")
+    src, tgt = naive.encode_pairs(english, chinese, src_tok, tgt_tok, m.max_positions)
     model = naive.EncoderDecoder(
         src_tok.get_piece_size(),
         tgt_tok.get_piece_size(),
@@ -116,7 +96,7 @@ def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup, d
         m.heads,
         m.dropout,
     )
-    batches = naive.make_batches([s.tolist() for s in src], [t.tolist() for t in tgt])
+    batches = naive.make_batches(src, tgt)
     naive.train_for(model, batches, warmup, device=device)
     tokens, spent, _ = naive.train_for(model, batches, seconds, device=device)
     return tokens / spent
@@ -154,6 +134,171 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
+# ---- decoding engines ----------------------------------------------------------------
+@dataclass
+class Row:
+    engine: str
+    search: str
+    seconds: float
+    tokens: int
+    bleu: float
+    ratio: float = 1.0  # speed ÷ our decoder's, same search
+    note: str = ""
+    outputs: list | None = None
+    tag: str = ""  # its name on the closing line, e.g. ct2_int8_2x1 (CTranslate2 rows)
+
+
+def timed_search(translator, sources, repeats: int):
+    """The outputs for `sources` and the median time of `repeats` searches."""
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = translator.search(sources)
+        times.append(time.perf_counter() - start)
+    return out, statistics.median(times)
+
+
+def test_split_bleu(translator, outputs, texts, data_dir) -> float:
+    """BLEU of `outputs` (ids, one per text) for the distinct test sentences among `texts`,
+    each scored once against all its references."""
+    english, references = read_references(data_dir, "test")
+    first: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        first.setdefault(text, i)
+    kept = [(first[e], refs) for e, refs in zip(english, references, strict=True) if e in first]
+    hyps = [translator.detokenize(outputs[i]) for i, _ in kept]
+    return score(hyps, [refs for _, refs in kept]).bleu
+
+
+def variants(device: str, threads: int) -> list[tuple[str, int, int, int]]:
+    """(quantization, translators, threads each, sentences a batch) to run CTranslate2
+    with: on the CPU float32 and int8, as one translator of all threads (batches of 256,
+    as ours) and as one translator per thread (batches of 32, its fastest there: with 256
+    the six batches split unevenly between the translators); on CUDA float32, float16 and
+    int8_float16, one translator."""
+    if device == "cuda":
+        return [(q, 1, 1, 256) for q in ("float32", "float16", "int8_float16")]
+    ways = ((1, threads, 256), (threads, 1, 32))
+    return [(q, w, t, b) for q in ("float32", "int8") for w, t, b in ways]
+
+
+def our_rows(translator, texts, sources, data_dir, repeats) -> list[Row]:
+    """Our decoder, greedy and beam 5; on CUDA also under bf16 autocast; on a CPU where
+    oneDNN serves our linear layers (decode.onednn, the default) also with MKL's."""
+    rows = []
+    cuda = translator.device.type == "cuda"
+    if cuda:
+        kinds = ("float32", "bf16")
+    else:
+        kinds = ("float32", "float32 MKL") if onednn.available() else ("float32",)
+    for kind in kinds:
+        autocast = torch.autocast("cuda", torch.bfloat16, enabled=kind == "bf16")
+        onednn.use_onednn(translator.model, kind != "float32 MKL")
+        for beam in (1, 5):
+            mine = Translator(
+                translator.model,
+                translator.src_tok,
+                translator.tgt_tok,
+                replace(translator.decode_cfg, beam=beam),
+            )
+            with autocast:
+                out, seconds = timed_search(mine, sources, repeats)
+            row = Row(f"ours PyTorch {kind}", f"beam {beam}", seconds, _tokens(out), 0.0)
+            row.bleu, row.outputs = test_split_bleu(mine, out, texts, data_dir), out
+            base = next((r for r in rows if r.search == row.search), row)  # float32's
+            row.ratio = base.seconds / seconds
+            if kind == "float32 MKL":
+                row.note, row.tag = _agreement(out, base.outputs), "ours_mkl"
+            rows.append(row)
+    for_decoding(translator.model, translator.decode_cfg)
+    return rows
+
+
+def compare_engines(
+    translator: Translator, texts, sources, data_dir, threads: int, repeats: int, check_greedy
+) -> list[Row]:
+    """Rows for ours and CTranslate2 (`variants`) × (greedy, beam 5); ratios to our
+    float32 decoder with the same search."""
+    rows = our_rows(translator, texts, sources, data_dir, repeats)
+    try:
+        ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows)
+    except UserError as exc:  # e.g. CTranslate2's CUDA libraries are missing
+        print(f"  (CTranslate2 rows skipped from here: {exc})")
+    return rows
+
+
+def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows):
+    """Append CTranslate2's rows to `rows` (ours first)."""
+    from translator.inference.ct2_engine import CTranslate2Translator
+
+    device = translator.device.type
+    ours = {int(r.search.split()[1]): r for r in rows[:2]}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.pt"
+        checkpoint_module.save(_payload(translator), path)
+        for quantization, workers, per, batch in variants(device, threads):
+            model_dir = Path(tmp) / quantization
+            if not model_dir.exists():
+                export(path, model_dir, quantization)
+            for beam in (1, 5):
+                theirs = CTranslate2Translator.from_dir(
+                    model_dir,
+                    replace(translator.decode_cfg, beam=beam, batch_size=batch),
+                    device=device,
+                    threads=per,
+                    workers=workers,
+                )
+                out, seconds = timed_search(theirs, sources, repeats)
+                note = _agreement(out, ours[beam].outputs)
+                if quantization == "float32" and beam == 1:
+                    ties = check_greedy(translator, sources, ours[1].outputs, out)
+                    note = "identical output" + (f" but for {ties} tie(s)" if ties else "")
+                engine = f"CT2 {quantization} {workers}×{per} thr, {batch}"
+                bleu = test_split_bleu(theirs, out, texts, data_dir)
+                ratio = ours[beam].seconds / seconds
+                row = Row(engine, f"beam {beam}", seconds, _tokens(out), bleu, ratio, note)
+                row.tag = f"ct2_{quantization}_{workers}x{per}"
+                rows.append(row)
+
+
+def print_rows(rows: list[Row], n: int) -> None:
+    print(f"  {'engine':30s} {'search':7s} {'sent/s':>7s} {'tok/s':>7s} {'BLEU':>6s} {'ratio':>6s}")
+    for r in rows:
+        print(
+            f"  {r.engine:30s} {r.search:7s} {n / r.seconds:7.1f} {r.tokens / r.seconds:7.0f} "
+            f"{r.bleu:6.2f} {r.ratio:6.2f}  {r.note}"
+        )
+
+
+def _tokens(outputs) -> int:
+    return sum(len(o) for o in outputs)
+
+
+def _agreement(outputs, ours) -> str:
+    same = sum(a == b for a, b in zip(outputs, ours, strict=True))
+    return f"{same}/{len(ours)} as ours"
+
+
+def _payload(translator: Translator) -> dict:
+    """What `translator export` reads from a checkpoint, for an in-memory model."""
+    model = translator.model
+    config = Config(model=model.model_cfg, decode=translator.decode_cfg)
+    return {
+        "config": config.to_dict(),
+        "tokenizer_models": {
+            "src": translator.src_tok.serialized_model_proto(),
+            "tgt": translator.tgt_tok.serialized_model_proto(),
+        },
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+
+
+def summary(rows: list[Row]) -> str:
+    """The engine ratios for the closing line: each speed ÷ our default decoder's, e.g.
+    ct2_int8_2x1_beam1=4.82 or ours_mkl_beam5=0.65."""
+    return " ".join(f"{r.tag}_{r.search.replace(' ', '')}={r.ratio:.2f}" for r in rows if r.tag)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu.toml"))
@@ -172,14 +317,14 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    config = config_module.load(args.config, values={"train.device": args.device})
+    config = load_config(args.config, values={"train.device": args.device})
     device = pick_device(config.train.device)
     data_dir = Path(config.data.dir)
     if not tokenizer_file(data_dir, "zh").is_file():
         print(f"preparing {', '.join(config.data.inputs)} into {data_dir} ...", flush=True)
         prepare(config.data)
 
-    peak, peak_name = matmul_flops(device)
+    peak, peak_name = matmul_peak(device)
     trainer = Trainer(config, progress=False)
     m = config.model
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
@@ -191,7 +336,7 @@ def main() -> None:
     )
     print(f"peak: {peak_name} at {peak / 1e9:.1f} GFLOP/s\n")
 
-    flops_per_token = training_flops_per_token(trainer)
+    per_token = flops_per_token(trainer)
     rows = []
     if not args.skip_reference_training:  # first: it runs with the default allocator
         ref = bench_reference(
@@ -210,16 +355,17 @@ def main() -> None:
     base = rows[0][2]
     print(f"training, {args.train_seconds:g} s each     tgt tok/s   GFLOP/s    MFU   ratio")
     for name, batching, rate in rows:
-        gflops = rate * flops_per_token / 1e9
+        gflops = rate * per_token / 1e9
         print(
             f"  {name:9s} {batching:20s} {rate:8.0f}  {gflops:8.1f}  {gflops * 1e9 / peak:5.0%}"
             f"  {rate / base:6.2f}"
         )
-    mfu = ours * flops_per_token / peak
+    mfu = ours * per_token / peak
 
     greedy = replace(config.decode, beam=1)  # whatever decode.beam says: greedy is greedy
-    if args.checkpoint or (Path(config.train.run_dir) / "checkpoints/best.pt").is_file():
-        path = args.checkpoint or Path(config.train.run_dir) / "checkpoints/best.pt"
+    best = RunDir(config.train.run_dir).best
+    if args.checkpoint or best.is_file():
+        path = args.checkpoint or best
         translator = Translator.from_checkpoint(path, device, greedy)
         origin = str(path)
     else:
@@ -240,7 +386,7 @@ def main() -> None:
     reference, ref_time = timed(lambda: naive.greedy_redecode(model, sources, limits))
     cached, greedy_time = timed(lambda: translator.search(sources))
     ties = compare_outputs(translator, sources, cached, reference)
-    translator.decode.beam = 5
+    translator.decode_cfg.beam = 5
     beam, beam_time = timed(lambda: translator.search(sources))
     tokens = sum(len(o) for o in cached)
     print(f"  {'':44s} sent/s   ratio")
@@ -264,11 +410,11 @@ def main() -> None:
     else:
         threads = torch.get_num_threads()
         print(f"\ndecoding engines, same sentences, {threads} threads, medians of {args.repeats}")
-        found = bench_engines.compare(
+        found = compare_engines(
             translator, texts, sources, data_dir, threads, args.repeats, compare_outputs
         )
-        bench_engines.print_rows(found, n)
-        engines = " " + bench_engines.summary(found)
+        print_rows(found, n)
+        engines = " " + summary(found)
     train_ratio = ours / rows[0][2] if not args.skip_reference_training else float("nan")
     print(
         f"\nratios: train={train_ratio:.2f} greedy={ref_time / greedy_time:.2f} "

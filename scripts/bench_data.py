@@ -36,8 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
+from common import ROOT, TATOEBA, config_home, translator_command
+
 FIRST_UPDATE = "after start-up began"  # in the line the trainer logs after its first update
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -65,14 +65,14 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def watch(command: list[str], log: Path, until: str | None = None) -> tuple[float, int]:
-    """Run `command` (stderr and stdout to `log`), polling its tree's memory. Returns the
-    seconds until it exits, or until a line containing `until` appears (then it is
-    stopped), and the peak resident bytes over that time."""
+def watch(command: list[str], log: Path, cwd: Path, until: str | None = None) -> tuple[float, int]:
+    """Run `command` in `cwd` (stderr and stdout to `log`), polling its tree's memory.
+    Returns the seconds until it exits, or until a line containing `until` appears (then
+    it is stopped), and the peak resident bytes over that time."""
     start = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
         )
         peak = 0
         while proc.poll() is None:
@@ -95,9 +95,9 @@ def directory_bytes(path: Path) -> int:
 
 def make(size: int, out: Path, args: argparse.Namespace, *extra: str) -> None:
     if not (out.with_name(out.name + ".en") if extra else out).exists():
-        command = [sys.executable, "scripts/make_corpus.py", str(size), str(out)]
+        command = [sys.executable, str(ROOT / "scripts/make_corpus.py"), str(size), str(out)]
         command += ["--source", str(args.source), *extra]
-        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
 def compare_moses(size: int, corpus: Path, args: argparse.Namespace) -> dict:
@@ -111,9 +111,11 @@ def compare_moses(size: int, corpus: Path, args: argparse.Namespace) -> dict:
     runs: dict[str, list[tuple[float, int]]] = {"tsv": [], "moses": []}
     for i in range(args.prepare_repeats):
         for name, given in inputs.items():
-            command = [sys.executable, "-m", "translator", "prepare", "-c", str(args.config)]
+            command = translator_command("prepare", "-c", str(args.config))
             command += [*given, "--out", str(args.work / f"prepared-{size}-{name}")]
-            runs[name].append(watch(command, args.work / f"prepare-{size}-{name}-{i}.log"))
+            runs[name].append(
+                watch(command, args.work / f"prepare-{size}-{name}-{i}.log", args.home)
+            )
     row: dict = {"pairs": size}
     for name, measured in runs.items():
         row[f"{name}_s"] = statistics.median(s for s, _ in measured)
@@ -138,7 +140,7 @@ def compare_sampling(size: int, corpus: Path, args: argparse.Namespace) -> dict:
             command = [sys.executable, "-m", "translator", "prepare", "-c", str(args.config)]
             command += ["--input", str(corpus), "--out", str(out), *extra]
             log = args.work / f"prepare-{size}-{name}-{i}.log"
-            seconds, _ = watch(command, log)
+            seconds, _ = watch(command, log, args.home)
             runs[name].append((seconds, encode_seconds(log)))
             row[f"{name}_mb"] = directory_bytes(out) / 2**20
     for name, measured in runs.items():
@@ -171,10 +173,9 @@ def bench(size: int, args: argparse.Namespace) -> dict:
     if args.compare_moses and not args.repeats:  # the comparison alone
         return {"moses": compare_moses(size, corpus, args)}
     prepared = args.work / f"prepared-{size}"
-    translator = [sys.executable, "-m", "translator"]
-    prepare = [*translator, "prepare", "-c", str(args.config), "--input", str(corpus)]
+    prepare = translator_command("prepare", "-c", str(args.config), "--input", str(corpus))
     prepare += ["--out", str(prepared)]
-    seconds, peak = watch(prepare, args.work / f"prepare-{size}.log")
+    seconds, peak = watch(prepare, args.work / f"prepare-{size}.log", args.home)
     row = {
         "pairs": size,
         "prepare_s": seconds,
@@ -187,10 +188,10 @@ def bench(size: int, args: argparse.Namespace) -> dict:
     if not args.repeats:
         row["first_update_s"] = row["train_peak_mb"] = float("nan")
         return row
-    train = [*translator, "train", "-c", str(args.config), "--overwrite"]
+    train = translator_command("train", "-c", str(args.config), "--overwrite")
     train += ["--set", f"data.dir={prepared}", "--set", f"train.run_dir={args.work}/run-{size}"]
     starts = [
-        watch(train, args.work / f"train-{size}.log", until=FIRST_UPDATE)
+        watch(train, args.work / f"train-{size}.log", args.home, until=FIRST_UPDATE)
         for _ in range(args.repeats)
     ]
     row["first_update_s"] = statistics.median(s for s, _ in starts)
@@ -251,6 +252,7 @@ def main() -> None:
     if not args.source.is_file():
         sys.exit(f"error: source corpus not found: {args.source} (pass --source)")
     args.config, args.work = args.config.resolve(), args.work.resolve()
+    args.source, args.home = args.source.resolve(), config_home(args.config)
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for size in args.sizes:

@@ -5,7 +5,7 @@ each one changes, and whether each change is right.
     python scripts/compare_t2s.py pairs.tsv --show 20  # another corpus; list 20 lines each
 
 Candidates: zhconv `zh-hans` and `zh-cn`, OpenCC `t2s` (if the `opencc` package is
-installed: pip install opencc) and ours (translator.data.normalize.to_simplified).
+installed: pip install opencc) and ours (translator.data.normalization.to_simplified).
 Every character a candidate changes is judged by the table below, built by reading every
 change on the shared Tatoeba file: right (a traditional or variant character converted),
 wrong (text that was already simplified damaged, or punctuation changed), or usage (a
@@ -25,20 +25,16 @@ the traditional text.)
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import zhconv
+from common import TATOEBA, read_pairs
+from zhconv.zhconv import getdict
 
-import zhconv  # noqa: E402
-from zhconv.zhconv import getdict  # noqa: E402
+from translator.corpus.formats.read_stats import ReadStats
+from translator.data.normalization import normalize_en, to_simplified
 
-from translator.corpus.formats.readers import ReadStats, read_pairs  # noqa: E402
-from translator.data.normalization import normalize_en, to_simplified  # noqa: E402
-
-TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
 JUDGED = {
     "么幺": (
         "wrong",

@@ -20,13 +20,10 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from translator.data.layout import read_references  # noqa: E402
-from translator.evaluation.scoring import reference_streams  # noqa: E402
-from translator.inference.torch_engine import Translator  # noqa: E402
-from translator.model.rundir import checkpoint_in  # noqa: E402
+from translator.data.layout import read_references
+from translator.evaluation.scoring import reference_streams
+from translator.inference.torch_engine import Translator
+from translator.model.rundir import checkpoint_in
 
 
 def bleu_and_length(hypotheses: list[str], references: list[list[str]]) -> tuple[float, float]:

@@ -29,13 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from translator.evaluation.scoring import read_eval_set, score  # noqa: E402
-from translator.inference.document import join, units  # noqa: E402
-from translator.inference.torch_engine import Translator  # noqa: E402
-from translator.model.rundir import checkpoint_in  # noqa: E402
+from translator.evaluation.scoring import read_eval_set, score
+from translator.inference.document import join, units
+from translator.inference.torch_engine import Translator
+from translator.model.rundir import checkpoint_in
 
 
 def grouped(sources: list[str], references: list[list[str]], size: int):

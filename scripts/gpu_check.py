@@ -12,49 +12,26 @@
    `train.ema` and `train.plateau_metric = "bleu"`, so the average and the schedule travel
    through last.pt too, and dropout draws from the restored CUDA random state.
 4. Cached against uncached greedy decoding (the decoder run over the whole prefix for every
-   token) of --sentences validation sentences with the model from 3, in fp32: the share of
-   sentences with the same output.
+   token: scripts/reference/naive.py's, bench.py's reference) of --sentences validation
+   sentences with the model from 3, in fp32: the share of sentences with the same output.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
+from common import ROOT, Steps, bf16_vs_fp32, load_on
+from reference import naive
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-import gpu_profile  # noqa: E402
-from gpu_profile import Steps, bf16_vs_fp32, load  # noqa: E402
-
-from translator.corpus.pipeline import prepare  # noqa: E402
-from translator.data.batching import pad, padding_mask  # noqa: E402
-from translator.data.layout import read_split, tokenizer_file  # noqa: E402
-from translator.data.tokenizer import BOS, EOS  # noqa: E402
-from translator.inference.search import NEVER_OUTPUT, greedy  # noqa: E402
-from translator.inference.torch_engine import Translator  # noqa: E402
-from translator.model.rundir import RunDir  # noqa: E402
-from translator.training.trainer import Trainer, train  # noqa: E402
-
-
-def uncached_greedy(model, src: torch.Tensor, max_lens: torch.Tensor) -> list[list[int]]:
-    """The naive algorithm: re-run the decoder over the whole prefix for every token."""
-    mask = padding_mask(src)
-    memory = model.encode(src, mask)
-    prefix = torch.full((src.size(0), 1), BOS, device=src.device)
-    for _ in range(int(max_lens.max())):
-        logits, _ = model.decode(prefix, model.start_decoding(memory, mask))
-        logits = logits[:, -1].float()
-        logits[:, NEVER_OUTPUT] = float("-inf")
-        prefix = torch.cat([prefix, logits.argmax(-1, keepdim=True)], dim=1)
-    outputs = []
-    for row, limit in zip(prefix[:, 1:].tolist(), max_lens.tolist(), strict=True):
-        row = row[:limit]
-        outputs.append(row[: row.index(EOS)] if EOS in row else row)
-    return outputs
+from translator.corpus.pipeline import prepare
+from translator.data.batching import pad, padding_mask
+from translator.data.layout import read_split, tokenizer_file
+from translator.inference.search import one_at_a_time
+from translator.inference.torch_engine import Translator
+from translator.model.rundir import RunDir
+from translator.training.trainer import Trainer, train
 
 
 def gaps(a: torch.Tensor, b: torch.Tensor) -> str:
@@ -71,14 +48,14 @@ def compiled_vs_eager(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return curves[0], curves[1]
 
 
-def resume_runs(path: str, inputs, epochs: int, out: Path) -> dict[str, Path]:
+def resume_runs(path: str, device: str, inputs, epochs: int, out: Path) -> dict[str, Path]:
     """Run directories: straight (twice) and resumed, `epochs` epochs each."""
     values = {"train.ema": 0.999, "train.plateau_metric": "bleu", "train.max_minutes": 0}
     runs = {}
     for name in ("straight", "again", "resumed"):
         run_dir = out / f"resume-{name}"
         first = epochs - 1 if name == "resumed" else epochs
-        config = load(path, inputs, **values, **{"train.run_dir": str(run_dir)})
+        config = load_on(path, device, inputs, **values, **{"train.run_dir": str(run_dir)})
         config.train.max_epochs, config.train.patience = first, epochs + 1
         train(config, overwrite=True, progress=False)
         if name == "resumed":
@@ -98,24 +75,25 @@ def compare_runs(a: Path, b: Path) -> str:
 
 
 def cached_vs_uncached(checkpoint: Path, data_dir: str, device: str, n: int) -> str:
+    """Greedy search with the key/value cache against the naive re-decode of the whole
+    prefix for every token (the speed benchmark's reference), in fp32, 40 tokens each."""
     translator = Translator.from_checkpoint(checkpoint, device)
     model = translator.model.float().eval()
     sources = translator.encode(read_split(data_dir, "valid")[0][:n])
-    same = total = 0
+    limits = [40] * len(sources)
+    expected = naive.greedy_redecode(model, sources, limits, batch_size=64)
+    got = []
     for start in range(0, len(sources), 64):
         src = pad(sources[start : start + 64]).to(model.project.weight.device)
         max_lens = torch.full((src.size(0),), 40)
-        with torch.inference_mode():
-            expected = uncached_greedy(model, src, max_lens)
-            got = greedy(model, src, padding_mask(src), max_lens)
-        same += sum(g == e for g, e in zip(got, expected, strict=True))
-        total += len(expected)
-    return f"{same} of {total} sentences identical ({same / total:.1%})"
+        got += [ids for ids, _ in one_at_a_time(model, src, padding_mask(src), max_lens)]
+    same = sum(g == e for g, e in zip(got, expected, strict=True))
+    return f"{same} of {len(expected)} sentences identical ({same / len(expected):.1%})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-c", "--config", default="configs/tatoeba-gpu.toml")
+    parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-gpu.toml"))
     parser.add_argument("--input", action="append", help="the corpus, instead of the config's")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--compile-steps", type=int, default=50, help="0: no compile check")
@@ -124,9 +102,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"))
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
-    gpu_profile.DEVICE = args.device
     args.out.mkdir(parents=True, exist_ok=True)
-    config = load(args.config, args.input)
+    config = load_on(args.config, args.device, args.input)
     if not tokenizer_file(config.data.dir, "zh").is_file():
         prepare(config.data)
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
@@ -137,7 +114,7 @@ def main() -> None:
         print(line, flush=True)
 
     report(f"bf16 vs fp32, {args.steps} updates: {gaps(*bf16_vs_fp32(config, args.steps))}")
-    runs = resume_runs(args.config, args.input, args.epochs, args.out)
+    runs = resume_runs(args.config, args.device, args.input, args.epochs, args.out)
     floor = compare_runs(runs["straight"], runs["again"])
     report(f"resume, {args.epochs} epochs, straight vs straight: {floor}")
     report(f"resume, resumed vs straight: {compare_runs(runs['resumed'], runs['straight'])}")

@@ -23,27 +23,18 @@ Tables of the profiler's top kernels go to DIR/profile-<config>.txt.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
-import numpy as np
 import torch
+from common import Steps, bf16_vs_fp32, flops_per_token, load_on, matmul_peak
 from torch.profiler import ProfilerActivity, profile
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from translator.corpus.pipeline import prepare
+from translator.data.layout import tokenizer_file
+from translator.model.flops import count_parameters
+from translator.training.trainer import Trainer
 
-from translator import config as config_module  # noqa: E402
-from translator.corpus.pipeline import prepare  # noqa: E402
-from translator.data.batching import epoch_order  # noqa: E402
-from translator.data.layout import tokenizer_file  # noqa: E402
-from translator.data.tokenizer import PAD  # noqa: E402
-from translator.model.flops import count_parameters, forward_flops  # noqa: E402
-from translator.training.trainer import Trainer  # noqa: E402
-
-DEVICE = "cuda"  # --device cpu: a smoke run of the script itself
 GPU_GROUPS = {  # kernel name fragments, first match wins
     "attention": ("flash", "fmha", "attention", "efficient"),  # before matmul: fmha_cutlass…
     "matmul": ("gemm", "xmma", "cutlass", "nvjet", "cublas", "sm90_"),
@@ -53,73 +44,10 @@ GPU_GROUPS = {  # kernel name fragments, first match wins
 }
 
 
-def sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def matmul_peak(device: str) -> float:
-    n, dtype = (8192, torch.bfloat16) if device == "cuda" else (1024, torch.float32)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    for _ in range(3):
-        a @ b
-    sync()
-    runs, start = 0, time.perf_counter()
-    while time.perf_counter() - start < 2:
-        a @ b
-        runs += 1
-        sync()
-    return 2 * n**3 * runs / (time.perf_counter() - start)
-
-
-def flops_per_token(trainer: Trainer, batches: int = 300) -> float:
-    """Model FLOPs per target token (forward + backward = 3× forward), over the real
-    lengths of a sample of training batches."""
-    cfg, vocab, plan = trainer.config.model, trainer.tgt_tok.get_piece_size(), trainer.data.train
-    flops = tokens = 0
-    for i in np.linspace(0, len(plan) - 1, min(batches, len(plan))).astype(int):
-        batch = plan[int(i)]
-        src_lens = batch.src_mask[:, 0, 0].sum(dim=1).tolist()
-        tgt_lens = (batch.tgt_out != PAD).sum(dim=1).tolist()
-        for s, t in zip(src_lens, tgt_lens, strict=True):
-            flops += 3 * forward_flops(cfg, s, t, vocab)
-            tokens += t
-    return flops / tokens
-
-
-class Steps:
-    """Updates of one Trainer over a fixed seeded order of its batches."""
-
-    def __init__(self, trainer: Trainer):
-        self.trainer, self.next = trainer, 0
-        self.order = epoch_order(len(trainer.data.train), trainer.config.train.seed, 0)
-        trainer.model.train()
-
-    def run(self, n: int) -> tuple[int, float, float, torch.Tensor]:
-        """n updates: target tokens, wall seconds, host seconds fetching batches, losses."""
-        sync()
-        tokens, fetch, losses = 0, 0.0, []
-        start = time.perf_counter()
-        for _ in range(n):
-            began = time.perf_counter()
-            batch = self.trainer.data.train[int(self.order[self.next % len(self.order)])]
-            fetch += time.perf_counter() - began
-            self.next += 1
-            losses.append(self.trainer.train_step([batch]) / batch.n_tokens)
-            tokens += batch.n_tokens
-        sync()
-        return tokens, time.perf_counter() - start, fetch, torch.stack(losses).float().cpu()
-
-
-def load(path: str, inputs: list[str] | None, **values) -> config_module.Config:
-    overrides = [f"data.inputs={inputs!r}"] if inputs else []
-    return config_module.load(path, overrides, {"train.device": DEVICE, **values})
-
-
 def measure(config, args, peak: float) -> dict:
     trainer = Trainer(config, progress=False)
     steps = Steps(trainer)
-    fpt = flops_per_token(trainer)
+    fpt = flops_per_token(trainer, sample=300)
     steps.run(args.warmup)
     tokens, wall, _, losses = steps.run(args.steps)
     rate = tokens / wall
@@ -167,22 +95,10 @@ def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
     }
 
 
-def bf16_vs_fp32(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    curves = []
-    for bf16 in (True, False):
-        trainer = Trainer(config, progress=False)
-        if not bf16:
-            trainer.autocast = nullcontext()
-        curves.append(Steps(trainer).run(n)[3])
-        del trainer
-        torch.cuda.empty_cache()
-    return curves[0], curves[1]
-
-
 def report_config(path: str, args, peak: float, out: Path) -> list[str]:
     name = Path(path).stem
     inputs = args.inputs.get(name)
-    config = load(path, inputs)
+    config = load_on(path, args.device, inputs)
     if not tokenizer_file(Path(config.data.dir), "zh").is_file():
         began = time.perf_counter()
         prepare(config.data)
@@ -196,7 +112,7 @@ def report_config(path: str, args, peak: float, out: Path) -> list[str]:
     variants = {k: v for k, v in variants.items() if k == "as configured" or k in args.variants}
     rows, default = [], None
     for label, values in variants.items():
-        result = measure(load(path, inputs, **values), args, peak)
+        result = measure(load_on(path, args.device, inputs, **values), args, peak)
         if default is None:
             default = result
             m = result["t"].model
@@ -211,7 +127,8 @@ def report_config(path: str, args, peak: float, out: Path) -> list[str]:
             f"{100 * result['mfu']:.1f} % | {result['loss']:.4f} |"
         )
         print(rows[-1], flush=True)
-        torch.cuda.empty_cache()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     lines += [
         "| variant | target tok/s | ratio | MFU | mean loss |",
         "|---|---|---|---|---|",
@@ -267,19 +184,15 @@ def main() -> None:
         help="besides the config as it is (compile takes minutes on a GPU)",
     )
     args = parser.parse_args()
-    global DEVICE
-    DEVICE = args.device
     args.inputs = {}
     for item in args.input:
         stem, _, path = item.partition("=")
         args.inputs.setdefault(stem, []).append(path)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    peak = matmul_peak(DEVICE)
-    device = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU"
-    head = [
-        f"{device}, torch {torch.__version__}; bf16 8192³ matmul peak {peak / 1e12:.0f} TFLOP/s"
-    ]
+    peak, peak_name = matmul_peak(args.device)
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    head = [f"{device}, torch {torch.__version__}; {peak_name} peak {peak / 1e12:.1f} TFLOP/s"]
     print(head[0], flush=True)
     lines = head
     for path in args.config:

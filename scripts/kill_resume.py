@@ -24,29 +24,18 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+from common import ROOT, run_differences, translator_command
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from translator.model import checkpoint  # noqa: E402
-from translator.model.rundir import RunDir  # noqa: E402
-
-TIMING = ("train_tokens_per_s", "minutes")
+from translator.model import checkpoint
+from translator.model.rundir import RunDir
 
 
 def command(run_dir: Path, epochs: int, resume: bool) -> list[str]:
     options = ["--resume"] if resume else ["--overwrite"]
     sets = [f"train.run_dir={run_dir}", "train.save_every=1", f"train.max_epochs={epochs}"]
-    return [
-        sys.executable,
-        "-m",
-        "translator",
-        "train",
-        "-c",
-        "configs/tiny.toml",
-        *options,
-        *(x for s in sets for x in ("--set", s)),
-    ]
+    return translator_command(
+        "train", "-c", "configs/tiny.toml", *options, *(x for s in sets for x in ("--set", s))
+    )
 
 
 def launch(run_dir: Path, epochs: int) -> subprocess.Popen:
@@ -67,22 +56,6 @@ def finish(run_dir: Path, epochs: int) -> None:
         sys.exit(f"error: training in {run_dir} failed: {err.decode()[-500:]}")
 
 
-def same_run(a: Path, b: Path) -> list[str]:
-    """What differs between two finished runs (empty: nothing)."""
-    problems = []
-    wa, wb = (checkpoint.load(RunDir(d).last)["model"] for d in (a, b))
-    for name, tensor in wa.items():
-        if not torch.equal(tensor, wb[name]):
-            problems.append(f"weights {name} differ by {(tensor - wb[name]).abs().max():.3g}")
-    rows = [
-        [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(d).metric_rows()]
-        for d in (a, b)
-    ]
-    if rows[0] != rows[1]:
-        problems.append("metrics.tsv differs")
-    return problems
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20)
@@ -96,7 +69,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     work = args.work.resolve()
     prepared = subprocess.run(
-        [sys.executable, "-m", "translator", "prepare", "-c", "configs/tiny.toml"],
+        translator_command("prepare", "-c", "configs/tiny.toml"),
         cwd=ROOT,
         capture_output=True,
     )
@@ -133,7 +106,7 @@ def main() -> None:
         writing = ", while writing a checkpoint" if leftovers else ""
         print(f"kill {kill}: {state}{writing}", flush=True)
     finish(killed, args.epochs)
-    problems = same_run(straight, killed)
+    problems = run_differences(straight, killed)
     print(f"{during_write} of the kills landed while a checkpoint was being written")
     if problems:
         print(f"{recovered}/{recovered} recovered, NOT identical: " + "; ".join(problems[:5]))

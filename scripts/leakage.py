@@ -22,12 +22,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from translator.corpus.split import loose_form  # noqa: E402
-from translator.data.layout import group_references, read_split  # noqa: E402
-from translator.evaluation.scoring import score  # noqa: E402
+from translator.corpus.split import loose_form
+from translator.data.layout import group_references, read_split
+from translator.evaluation.scoring import score
 
 WORD = re.compile(r"\w+")
 

@@ -26,10 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from translator import config as config_module  # noqa: E402
+from common import ROOT, config_home, load_config, translator_command
 
 OFF = ["train.ema=0", "train.rdrop=0", "data.subword_sampling=0"]
 
@@ -48,10 +45,6 @@ def variants(data, sampling: int, ema: float, rdrop: float) -> dict[str, list[st
     }
 
 
-def translator(*args: str) -> list[str]:
-    return [sys.executable, "-m", "translator", *args]
-
-
 def sets(overrides: list[str]) -> list[str]:
     return [word for value in overrides for word in ("--set", value)]
 
@@ -60,9 +53,13 @@ def timed_train(
     config: str, overrides: list[str], updates: int, run_dir: Path
 ) -> tuple[float, float]:
     """Train in a child process; (its training tokens/s, its peak resident memory in MiB)."""
-    command = translator("train", "-c", config, "--max-updates", str(updates), "--overwrite")
+    command = translator_command(
+        "train", "-c", config, "--max-updates", str(updates), "--overwrite"
+    )
     overrides = [*overrides, f"train.run_dir={run_dir}"]
-    child = subprocess.Popen(command + sets(overrides), stdout=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        command + sets(overrides), stdout=subprocess.DEVNULL, cwd=config_home(config)
+    )
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
@@ -74,19 +71,25 @@ def timed_train(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-c", "--config", default="configs/tatoeba-cpu-60.toml")
+    parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu-60.toml"))
     parser.add_argument("--updates", type=int, default=150)
     parser.add_argument("--out", type=Path, default=Path("runs/lever-cost"))
     parser.add_argument("--subword-sampling", type=int, default=4)
     parser.add_argument("--ema", type=float, default=0.999)
     parser.add_argument("--rdrop", type=float, default=5.0)
     args = parser.parse_args()
-    data = config_module.load(args.config).data
+    args.config, args.out = str(Path(args.config).resolve()), args.out.resolve()
+    data = load_config(args.config).data  # its paths from the project root, as the runs read them
     runs = variants(data, args.subword_sampling, args.ema, args.rdrop)
     for overrides in runs.values():  # untimed: tokenizers and encodings first
-        prepare = translator("prepare", "-c", args.config) + sets(overrides)
-        if subprocess.run(prepare, stdout=subprocess.DEVNULL).returncode != 0:
-            sys.exit(f"prepare with {' '.join(overrides)} failed (run from the project root)")
+        prepare = translator_command("prepare", "-c", args.config) + sets(overrides)
+        if (
+            subprocess.run(
+                prepare, stdout=subprocess.DEVNULL, cwd=config_home(args.config)
+            ).returncode
+            != 0
+        ):
+            sys.exit(f"prepare with {' '.join(overrides)} failed")
     rows = []
     for i, (name, overrides) in enumerate(runs.items()):
         run_dir = args.out / f"run{i}"

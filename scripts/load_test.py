@@ -6,8 +6,8 @@ bounded). Three modes:
   overload  more clients than the server's queue admits: how many got 200 and how many
             503, p50/p99 of the 200s, and the server's resident memory before and after
             (every client waits as long as a 503's Retry-After asks before its next request)
-  hostile   normal traffic from N clients while one more sends the hostile requests of
-            scripts/hostile.py one by one: each one's status, seconds and the server's
+  hostile   normal traffic from N clients while one more sends the hostile requests below
+            one by one: each one's status, seconds and the server's
             memory, tracebacks in the server's log, and whether normal requests kept
             succeeding
 
@@ -35,21 +35,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from common import ROOT, config_home, load_config, translator_command
 
-from hostile import rss_mb, run_probes  # noqa: E402
-
-from translator import config as config_module  # noqa: E402
-from translator.data.layout import read_split, tokenizer_file  # noqa: E402
+from translator.data.layout import read_split, tokenizer_file
+from translator.model.rundir import RunDir
 
 MAX_CLIENTS, MAX_SECONDS = 256, 300
-
-
-def translator_cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "translator", *args]
 
 
 def free_port() -> int:
@@ -60,22 +55,27 @@ def free_port() -> int:
 
 def model_for(config_path: str, checkpoint: Path | None, work: Path) -> Path:
     """The checkpoint to serve; a one-minute model when there is none."""
-    config = config_module.load(config_path)
-    path = checkpoint or Path(config.train.run_dir) / "checkpoints/best.pt"
+    config = load_config(config_path)
+    path = checkpoint or RunDir(config.train.run_dir).best
     if path.is_file():
         return path
     print(f"no checkpoint at {path}: training one for a minute (only serving is measured)")
     if not tokenizer_file(config.data.dir, "zh").is_file():
-        subprocess.run(translator_cli("prepare", "-c", config_path), check=True)
+        subprocess.run(
+            translator_command("prepare", "-c", config_path),
+            check=True,
+            cwd=config_home(config_path),
+        )
     run = work / "run"
     subprocess.run(
-        translator_cli(
+        translator_command(
             "train", "-c", config_path, "--max-minutes", "1", "--set", f"train.run_dir='{run}'"
         ),
         check=True,
         stdout=subprocess.DEVNULL,
+        cwd=config_home(config_path),
     )
-    return run / "checkpoints/best.pt"
+    return RunDir(run).best
 
 
 class Server:
@@ -89,13 +89,15 @@ class Server:
     ):
         self.port = free_port()
         flag = "--batching" if batching else "--no-batching"
-        command = translator_cli("serve", "-c", config_path, "--checkpoint", str(checkpoint), flag)
+        command = translator_command("serve", "-c", config_path, "--checkpoint", str(checkpoint))
+        command.append(flag)
         command += [arg for item in sets for arg in ("--set", item)]
         self.log = log.open("w") if log else None
         self.process = subprocess.Popen(  # the access log: to `log`, or nowhere
             [*command, "--port", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=self.log or subprocess.DEVNULL,
+            cwd=config_home(config_path),
         )
         for _ in range(600):
             if self.process.poll() is not None:
@@ -179,12 +181,15 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], help="a serve config override")
     args = parser.parse_args()
+    args.config = str(Path(args.config).resolve())
+    if args.checkpoint:
+        args.checkpoint = args.checkpoint.resolve()
     if not 1 <= args.clients <= MAX_CLIENTS or not 0 < args.seconds <= MAX_SECONDS:
         sys.exit(f"--clients must be 1–{MAX_CLIENTS} and --seconds at most {MAX_SECONDS}")
 
     with tempfile.TemporaryDirectory() as work:
         checkpoint = model_for(args.config, args.checkpoint, Path(work))
-        config = config_module.load(args.config)
+        config = load_config(args.config)
         english = read_split(config.data.dir, "test")[0]
         k = args.per_request
         bodies = [
@@ -285,6 +290,139 @@ def hostile(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
         f"log: {tracebacks}; server exit code on SIGTERM: {code}"
     )
     return bool(normal.get("errors"))
+
+
+# ---- the hostile probes ----------------------------------------------------------------
+# Hostile requests against `translator serve`, one at a time, on 127.0.0.1: what each gets
+# back (status, seconds) and what it costs the server (resident memory before and after,
+# tracebacks in its log).
+#
+# Each probe writes to a raw socket, so that it can lie about its body (a Content-Length
+# it never sends, a body far larger than any limit, chunks with no length announced) the
+# way a broken or malicious client does; it waits at most `WAIT` seconds for an answer.
+
+WAIT = 30.0  # seconds a probe waits for the server's answer
+MB = 1024 * 1024
+
+
+@dataclass
+class Outcome:
+    probe: str
+    status: str  # the HTTP status, or what happened instead ("no answer", "reset")
+    seconds: float
+    rss_before_mb: float
+    rss_after_mb: float
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory in MB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _request(path: str, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _status(sock: socket.socket, deadline: float) -> str:
+    """The status code of the answer, or what came instead, by `deadline`."""
+    data = b""
+    while b"\r\n" not in data:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            return "no answer"
+        except ConnectionError:
+            return "reset"
+        if not chunk:
+            return "closed"
+        data += chunk
+    return data.split(b" ", 2)[1].decode(errors="replace")
+
+
+def _send(port: int, head: bytes, body_chunks, pause: float = 0.0) -> str:
+    """Send `head` then the chunks of the body (stopping when the server stops reading or
+    answers), then read the status."""
+    deadline = time.monotonic() + WAIT
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
+        sock.sendall(head)
+        for chunk in body_chunks:
+            try:
+                sock.settimeout(5.0)
+                sock.sendall(chunk)
+            except (TimeoutError, ConnectionError):
+                break  # the server has stopped reading: its answer (if any) says why
+            if pause:
+                time.sleep(pause)
+        return _status(sock, deadline)
+
+
+def big_body(port: int, size: int = 200 * MB) -> str:
+    """A JSON body of `size` bytes, announced honestly with Content-Length."""
+    head = _request("/translate", {"Content-Type": "application/json", "Content-Length": str(size)})
+    block = b'{"text": ["' + b"a" * (MB - 20) + b'"], "x": ""}'
+    return _send(port, head, (block[: min(MB, size - i)] for i in range(0, size, MB)))
+
+
+def chunked_body(port: int, size: int = 200 * MB) -> str:
+    """The same size in chunks, with no Content-Length: the limit must hold while reading."""
+    head = _request(
+        "/translate", {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+    )
+    chunk = b"a" * MB
+    frames = (b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(size // MB))
+    return _send(port, head, [*frames, b"0\r\n\r\n"] if size < 8 * MB else frames)
+
+
+def lying_length(port: int) -> str:
+    """Content-Length 1,000 and 10 bytes sent: a client that stalls mid-body."""
+    head = _request("/translate", {"Content-Type": "application/json", "Content-Length": "1000"})
+    return _send(port, head, [b'{"text": ['])
+
+
+def json_body(body: bytes) -> Callable[[int], str]:
+    def probe(port: int) -> str:
+        head = _request(
+            "/translate", {"Content-Type": "application/json", "Content-Length": str(len(body))}
+        )
+        return _send(port, head, [body])
+
+    return probe
+
+
+PROBES: dict[str, Callable[[int], str]] = {
+    "200 MB body, Content-Length": big_body,
+    "200 MB body, chunked": chunked_body,
+    "Content-Length 1000, 10 bytes sent": lying_length,
+    "nested arrays, 100,000 deep": json_body(b"[" * 100_000 + b"]" * 100_000),
+    "nested objects in text, 10,000 deep": json_body(
+        b'{"text": ' + b'{"a": ' * 10_000 + b"1" + b"}" * 10_000 + b"}"
+    ),
+    "NaN beam": json_body(b'{"text": ["Hi."], "beam": NaN}'),
+    "duplicate keys": json_body(b'{"text": ["Hi."], "text": ["Ho."]}'),
+    "text a string": json_body(b'{"text": "Hi."}'),
+    "beam a huge integer": json_body(b'{"text": ["Hi."], "beam": 1' + b"0" * 5000 + b"}"),
+    "not UTF-8": json_body(b'{"text": ["\xff\xfe"]}'),
+}
+
+
+def run_probes(port: int, pid: int) -> list[Outcome]:
+    outcomes = []
+    for name, probe in PROBES.items():
+        before = rss_mb(pid)
+        start = time.perf_counter()
+        try:
+            status = probe(port)
+        except OSError as exc:
+            status = type(exc).__name__
+        seconds = time.perf_counter() - start
+        time.sleep(0.5)  # let the server settle before reading its memory
+        outcomes.append(Outcome(name, status, seconds, before, rss_mb(pid)))
+    return outcomes
 
 
 if __name__ == "__main__":

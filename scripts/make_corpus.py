@@ -27,13 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import zhconv
+from common import TATOEBA, read_pairs
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from translator.corpus.formats.readers import ReadStats, read_pairs  # noqa: E402
-from translator.errors import UserError  # noqa: E402
+from translator.errors import UserError
 
-TATOEBA = ROOT.parent / "shared/data/tatoeba/en-cmn.tsv"
 CHUNK = 200_000
 UNDECODABLE = "\udcff"  # written as the lone byte 0xFF by the "surrogateescape" encoder
 MALFORMED = ("wrong column count", "id not a number", "control characters", "undecodable")
@@ -42,7 +39,7 @@ MALFORMED = ("wrong column count", "id not a number", "control characters", "und
 def load_sentences(source: Path, fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """English, Chinese, and the Chinese in traditional script, one entry per source pair
     (rows with a tab or a newline inside dropped, so that joining them keeps the layout)."""
-    frames = list(read_pairs(source, fmt, ReadStats()))
+    frames = list(read_pairs(source, fmt))
     pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["en", "zh"])
     pairs = pairs[~(pairs.en + pairs.zh).str.contains(r"[\t\n\r]")]
     if pairs.empty:

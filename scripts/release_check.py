@@ -16,15 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from translator.config import DecodeConfig  # noqa: E402
-from translator.data.layout import read_references  # noqa: E402
-from translator.deploy.release import release  # noqa: E402
-from translator.evaluation.scoring import score  # noqa: E402
-from translator.inference.torch_engine import Translator  # noqa: E402
-from translator.model.rundir import checkpoint_in  # noqa: E402
+from translator.config import DecodeConfig
+from translator.data.layout import read_references
+from translator.deploy.release import release
+from translator.evaluation.scoring import score
+from translator.inference.torch_engine import Translator
+from translator.model.rundir import checkpoint_in
 
 DTYPES = ("float32", "float16", "bfloat16")
 

@@ -14,15 +14,12 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import WMT
 
-from translator.data.layout import read_references  # noqa: E402
-from translator.evaluation.scoring import read_eval_set, score  # noqa: E402
-from translator.inference.torch_engine import Translator  # noqa: E402
-from translator.model.rundir import checkpoint_in  # noqa: E402
-
-WMT = ROOT / "../shared/data/wmt"
+from translator.data.layout import read_references
+from translator.evaluation.scoring import read_eval_set, score
+from translator.inference.torch_engine import Translator
+from translator.model.rundir import checkpoint_in
 
 
 def repeats_a_trigram(pieces: list[str]) -> bool:

@@ -23,7 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[1] / "../shared/data/wmt/newstest2019.en-zh.en"
+from common import WMT
+
+SOURCE = WMT / "newstest2019.en-zh.en"
 UNCOUNTED = re.compile(r"[\s\"'“”‘’]")
 ENDS_LIKE_A_SENTENCE = re.compile(r"[.!?][\"'”’)]*$")
 

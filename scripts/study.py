@@ -28,19 +28,17 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, WMT, load_config
 
-from translator import config as config_module  # noqa: E402
-from translator.corpus.pipeline import prepare  # noqa: E402
-from translator.data.ids import Sampling, encode_splits, up_to_date  # noqa: E402
-from translator.data.layout import tokenizer_file  # noqa: E402
-from translator.errors import UserError  # noqa: E402
-from translator.evaluation.evaluator import evaluate_files  # noqa: E402
-from translator.model.checkpoint import average_last  # noqa: E402
-from translator.model.rundir import RunDir  # noqa: E402
-from translator.runtime import keep_freed_memory, worker_count  # noqa: E402
-from translator.training.trainer import train  # noqa: E402
+from translator.corpus.pipeline import prepare
+from translator.data.ids import SubwordSampling, encode_splits, up_to_date
+from translator.data.layout import tokenizer_file
+from translator.errors import UserError
+from translator.evaluation.evaluator import evaluate_files
+from translator.model.checkpoint import average_last
+from translator.model.rundir import RunDir
+from translator.runtime import keep_freed_memory, worker_count
+from translator.training.trainer import train
 
 AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
 
@@ -105,7 +103,7 @@ FIELDS = (  # newstest2021: the chosen model's, the EMA if there is one, else th
     f"test_bleu_avg{N}_beam5_1ref valid_bleu_ema test_bleu_ema test_bleu_ema_beam5 "
     f"test_bleu_ema_beam5_1ref newstest2021_bleu_beam5 test_chrf_avg{N}_beam5 test_chrf_ema_beam5"
 ).split()
-NEWS = ROOT.parent / "shared/data/wmt/newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
+NEWS = WMT / "newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
 HOLD = "hold"  # while this file is in --out, no new variant starts training (see main)
 
 
@@ -118,7 +116,7 @@ def data_dir(config, base) -> str:
     sampled = f"-sw{d.subword_sampling}-{d.subword_sides}-{d.subword_alpha:g}"
     sampled = sampled if d.subword_sampling else "-sw0"
     if tokenizers(d) == tokenizers(base.data):
-        if Sampling.of(d) == Sampling.of(base.data):
+        if SubwordSampling.of(d) == SubwordSampling.of(base.data):
             return base.data.dir
         copy = Path(base.data.dir + sampled)
         if not copy.is_dir():
@@ -140,8 +138,8 @@ def variant_config(base_config: Path, name: str, minutes: float, out: Path, extr
         f"train.max_minutes={minutes}",
         f"train.keep_last={AVERAGE_LAST}",
     ]
-    config = config_module.load(base_config, overrides)
-    config.data.dir = data_dir(config, config_module.load(base_config))
+    config = load_config(base_config, overrides)
+    config.data.dir = data_dir(config, load_config(base_config))
     return config
 
 
@@ -153,7 +151,7 @@ def prepare_data(config) -> None:
     """The variant's prepared data, its sampled encodings too (which `train` would write)."""
     if not tokenizer_file(config.data.dir, "zh").is_file():
         prepare(config.data)
-    sampling = Sampling.of(config.data)
+    sampling = SubwordSampling.of(config.data)
     if not up_to_date(config.data.dir, sampling):
         encode_splits(config.data.dir, worker_count(config.data.workers), sampling)
 

@@ -25,11 +25,11 @@ def test_from_run_loads_once_and_translates_lists_and_strings(trained, monkeypat
 
 def test_beam_and_length_penalty_apply_to_the_call_or_the_load(trained):
     model = Translator.from_checkpoint(trained, "cpu")
-    assert model.decode.beam == 1
+    assert model.decode_cfg.beam == 1
     beam3 = model.translate(SENTENCES, beam=3, length_penalty=1.0)
-    assert model.decode.beam == 1  # the call's settings do not stick
+    assert model.decode_cfg.beam == 1  # the call's settings do not stick
     loaded = Translator.from_checkpoint(trained, "cpu", beam=3, length_penalty=1.0)
-    assert (loaded.decode.beam, loaded.decode.length_penalty) == (3, 1.0)
+    assert (loaded.decode_cfg.beam, loaded.decode_cfg.length_penalty) == (3, 1.0)
     assert loaded.translate(SENTENCES) == beam3
     assert model.with_decode(beam=3, length_penalty=1.0).translate(SENTENCES) == beam3
 

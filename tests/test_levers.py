@@ -18,7 +18,7 @@ from test_train import (
 from translator.config import DataConfig, TrainConfig, from_dict
 from translator.corpus.pipeline import prepare
 from translator.data.dataset import load_training_data
-from translator.data.ids import Sampling, encode_splits, ids_file, open_ids, up_to_date
+from translator.data.ids import SubwordSampling, encode_splits, ids_file, open_ids, up_to_date
 from translator.data.layout import split_file, tokenizer_file
 from translator.data.lines import read_lines
 from translator.data.tokenizer import load_tokenizer
@@ -185,7 +185,7 @@ def test_prepare_samples_only_the_train_split_and_keeps_the_text(tmp_path, corpu
             assert sampled.lengths().sum() > plain.lengths().sum()  # dropout splits pieces
         assert changed > 0
     first = ids_file(d, "train", "zh", 2).read_bytes()
-    encode_splits(d, threads=2, sampling=Sampling.of(cfg.data))
+    encode_splits(d, threads=2, sampling=SubwordSampling.of(cfg.data))
     assert ids_file(d, "train", "zh", 2).read_bytes() == first  # reproducible from the seed
 
 
@@ -208,20 +208,20 @@ def test_a_changed_sampling_is_encoded_again_and_an_old_one_removed(tmp_path, co
     cfg = sampled_config(tmp_path)
     prepare(cfg.data)
     d = cfg.data.dir
-    assert up_to_date(d, Sampling.of(cfg.data)) and not up_to_date(d)
+    assert up_to_date(d, SubwordSampling.of(cfg.data)) and not up_to_date(d)
     cfg.data.subword_sampling = 3
-    assert not up_to_date(d, Sampling.of(cfg.data))
+    assert not up_to_date(d, SubwordSampling.of(cfg.data))
     load_training_data(cfg)  # train encodes what the config asks for
-    assert ids_file(d, "train", "en", 3).is_file() and up_to_date(d, Sampling.of(cfg.data))
+    assert ids_file(d, "train", "en", 3).is_file() and up_to_date(d, SubwordSampling.of(cfg.data))
     cfg.data.subword_sampling = 0
     load_training_data(cfg)
     assert not list((tmp_path / "prepared").glob("*.s[0-9]*")) and up_to_date(d)
 
 
 def test_only_the_sides_asked_for_are_sampled(tmp_path, corpus):
-    assert Sampling.of(DataConfig(subword_sampling=2, subword_sides="src")).langs == ("en",)
-    assert Sampling.of(DataConfig(subword_sampling=2, subword_sides="tgt")).langs == ("zh",)
-    assert Sampling.of(DataConfig(subword_sampling=0)).langs == ()
+    assert SubwordSampling.of(DataConfig(subword_sampling=2, subword_sides="src")).langs == ("en",)
+    assert SubwordSampling.of(DataConfig(subword_sampling=2, subword_sides="tgt")).langs == ("zh",)
+    assert SubwordSampling.of(DataConfig(subword_sampling=0)).langs == ()
     cfg = sampled_config(tmp_path, subword_sides="tgt")
     prepare(cfg.data)
     data = load_training_data(cfg)

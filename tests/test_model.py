@@ -131,7 +131,7 @@ def test_forward_flops_match_pytorchs_count():
     src, tgt = ids(3, 7, SRC_V), ids(3, 5, TGT_V)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         m(src, tgt, padding_mask(src))  # the math kernel shows attention as countable bmm
-    assert counter.get_total_flops() == 3 * forward_flops(m.cfg, 7, 5, TGT_V)
+    assert counter.get_total_flops() == 3 * forward_flops(m.model_cfg, 7, 5, TGT_V)
 
 
 @pytest.mark.parametrize("tie", [True, False])

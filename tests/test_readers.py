@@ -1,8 +1,9 @@
 import json
 
 import pytest
+from reference import read_pairs
 
-from translator.corpus.formats.readers import ReadStats, detect_format, read_pairs
+from translator.corpus.formats.readers import ReadStats, detect_format
 from translator.errors import UserError
 
 

@@ -10,7 +10,8 @@ from translator.config import DecodeConfig
 from translator.data.batching import pad, padding_mask
 from translator.errors import UserError
 from translator.inference.repeats import block_repeats
-from translator.inference.sampling import Sampling, choose, one_at_a_time, restrict
+from translator.inference.sampling import TokenSampling, choose, restrict
+from translator.inference.search import one_at_a_time
 from translator.inference.torch_engine import Translator
 
 SENTENCES = ["Tom will buy the book.", "Mary can see the dog.", "The cat likes the car."]
@@ -58,12 +59,12 @@ def test_nbest_above_the_beam_is_refused():
 
 def test_top_k_never_leaves_the_k_best_and_top_p_keeps_the_smallest_set():
     logits = torch.tensor([[3.0, 2.0, 1.0, 0.0, -1.0]])
-    kept = restrict(logits, Sampling(topk=2)).isfinite()
+    kept = restrict(logits, TokenSampling(topk=2)).isfinite()
     assert kept.tolist() == [[True, True, False, False, False]]
     probs = logits.softmax(-1)[0]  # 0.64, 0.24, 0.09, ...
-    kept = restrict(logits, Sampling(topp=0.7)).isfinite()[0]
+    kept = restrict(logits, TokenSampling(topp=0.7)).isfinite()[0]
     assert kept.tolist() == [True, True, False, False, False]  # 0.64 < 0.7 <= 0.87
-    kept = restrict(logits, Sampling(topp=float(probs[0]) - 0.01)).isfinite()[0]
+    kept = restrict(logits, TokenSampling(topp=float(probs[0]) - 0.01)).isfinite()[0]
     assert kept.tolist() == [True, False, False, False, False]
 
 
@@ -72,12 +73,12 @@ def test_sampled_tokens_stay_within_top_k_and_top_p():
     logits = torch.randn(64, 50, generator=generator) * 3
     best3 = logits.topk(3, dim=-1).indices
     for _ in range(50):
-        drawn = choose(logits, Sampling(temperature=2.0, topk=3, generator=generator))
+        drawn = choose(logits, TokenSampling(temperature=2.0, topk=3, generator=generator))
         assert (best3 == drawn[:, None]).any(dim=1).all()
     ordered = logits.softmax(-1).sort(dim=-1, descending=True)
     needed = (ordered.values.cumsum(-1) < 0.5).sum(-1) + 1  # the smallest set with 0.5
     for _ in range(50):
-        drawn = choose(logits, Sampling(topp=0.5, generator=generator))
+        drawn = choose(logits, TokenSampling(topp=0.5, generator=generator))
         rank = (ordered.indices == drawn[:, None]).float().argmax(dim=1)
         assert (rank < needed).all()
 

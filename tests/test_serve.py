@@ -161,7 +161,7 @@ class CountingTranslator:
     """Stands in for a model: records each decode's sentences."""
 
     def __init__(self):
-        self.decode = DecodeConfig()
+        self.decode_cfg = DecodeConfig()
         self.calls: list[list[str]] = []
 
     def with_decode(self, **changes):

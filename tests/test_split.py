@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import tiny_config, write_tatoeba
+from reference import split_pairs
 
 from translator.corpus.pipeline import prepare
-from translator.corpus.split import connected_groups, loose_form, split_pairs
+from translator.corpus.split import connected_groups, loose_form
 from translator.data.layout import read_split
 
 

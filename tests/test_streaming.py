@@ -19,15 +19,15 @@ import pandas as pd
 import pytest
 import torch
 from conftest import tiny_config
+from reference import encode_pairs, make_batches, read_pairs, split_pairs
 
 from translator.config import Config
 from translator.corpus import split_writer
 from translator.corpus.cleaning import clean_chunk, first_occurrences
 from translator.corpus.formats import readers
-from translator.corpus.formats.readers import ReadStats, read_pairs
+from translator.corpus.formats.readers import ReadStats
 from translator.corpus.pipeline import prepare
-from translator.corpus.split import split_pairs
-from translator.data import batching, dataset
+from translator.data import dataset
 from translator.data.dataset import load_training_data
 from translator.data.ids import ids_file, open_ids, up_to_date
 from translator.data.layout import LANGS, SPLITS, read_split
@@ -149,10 +149,10 @@ def test_training_batches_are_lazy_and_equal_encoding_in_memory(tmp_path, corpus
     assert isinstance(data.train.src.tokens, np.memmap) and not collated
     src_tok, tgt_tok = (load_tokenizer(Path(config.data.dir) / f"spm.{x}.model") for x in LANGS)
     for split, batches in (("train", data.train), ("valid", data.valid)):
-        src, tgt, _ = batching.encode_pairs(
+        src, tgt, _ = encode_pairs(
             *read_split(config.data.dir, split), src_tok, tgt_tok, config.model.max_positions
         )
-        eager = batching.make_batches(src, tgt, config.train.max_tokens)
+        eager = make_batches(src, tgt, config.train.max_tokens)
         assert len(eager) == len(batches) > 1
         for i in (0, len(eager) // 2, len(eager) - 1):
             batch = batches[i]

@@ -369,12 +369,16 @@ def load(
     path: str | Path | None = None,
     overrides: Sequence[str] = (),
     values: dict[str, Any] | None = None,
+    relative_to: Path | None = None,
 ) -> Config:
     """The config in `path`, with `--set key=value` texts (`overrides`, read as TOML) and
     then typed values from command-line flags (`values`, e.g. {"decode.beam": 5}; None
     means the flag was not given) folded in, then checked once: the one way any option
-    reaches the code."""
+    reaches the code. The file's relative paths are relative to `relative_to` when given
+    (the scripts/ read configs as if run from the project), else to the current directory
+    (or the project's, for the default config found above it)."""
     path, base = find_config(Path(path) if path is not None else DEFAULT_CONFIG)
+    base = relative_to or base
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

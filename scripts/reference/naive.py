@@ -156,6 +156,18 @@ def pad(seqs, prefix=None):
     return torch.tensor([prefix + list(s) + [PAD] * (width - len(s) - len(prefix)) for s in seqs])
 
 
+def encode_pairs(src_lines, tgt_lines, src_tok, tgt_tok, max_len):
+    """Each pair's ids, EOS-terminated, one pair at a time; pairs with a side longer than
+    `max_len` (BOS counted on the target side) left out, as our trainer leaves them out."""
+    src, tgt = [], []
+    for en, zh in zip(src_lines, tgt_lines, strict=True):
+        s, t = src_tok.encode(en) + [EOS], tgt_tok.encode(zh) + [EOS]
+        if len(s) <= max_len and len(t) < max_len:
+            src.append(s)
+            tgt.append(t)
+    return src, tgt
+
+
 def make_batches(src, tgt, batch_size=32):
     """Sort pairs by source length and cut into batches of `batch_size` sentences."""
     order = sorted(range(len(src)), key=lambda i: len(src[i]))

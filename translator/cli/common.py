@@ -94,10 +94,10 @@ def user_errors(command):
     return wrapper
 
 
-def default_checkpoint(cfg: config_module.Config, given: Path | None) -> Path:
+def default_checkpoint(config: config_module.Config, given: Path | None) -> Path:
     from translator.model.rundir import RunDir
 
-    return given or RunDir(cfg.train.run_dir).best
+    return given or RunDir(config.train.run_dir).best
 
 
 def run_options(

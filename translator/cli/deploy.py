@@ -78,7 +78,7 @@ def export(
 @app.command()
 @user_errors
 def serve(
-    config: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = DEFAULT_CONFIG,
     checkpoint: CheckpointOpt = None,
     engine: EngineOpt = None,
     model: ModelDirOpt = None,
@@ -101,27 +101,31 @@ def serve(
 
     values = run_options(device, beam, None, engine, model)
     values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
-    cfg = config_module.load(config, set_ or [], values)
+    config = config_module.load(config_file, set_ or [], values)
     require_fastapi()
     import uvicorn
 
     setup_process()
-    path = default_checkpoint(cfg, checkpoint)
-    translator = open_translator(cfg, path)  # loaded once, before the server starts
-    origin = output_origin(cfg, path)
-    about = {"engine": cfg.decode.engine, "model": str(origin), "batching": cfg.serve.batching}
-    app_ = create_app(translator, cfg.serve, about)
-    _check_free(cfg.serve.host, cfg.serve.port)
-    typer.echo(f"serving {origin} on http://{cfg.serve.host}:{cfg.serve.port} (Ctrl-C stops)")
+    path = default_checkpoint(config, checkpoint)
+    translator = open_translator(config, path)  # loaded once, before the server starts
+    origin = output_origin(config, path)
+    about = {
+        "engine": config.decode.engine,
+        "model": str(origin),
+        "batching": config.serve.batching,
+    }
+    app_ = create_app(translator, config.serve, about)
+    _check_free(config.serve.host, config.serve.port)
+    typer.echo(f"serving {origin} on http://{config.serve.host}:{config.serve.port} (Ctrl-C stops)")
     # SIGTERM: uvicorn stops accepting, finishes what it admitted, then raises the signal
     # again once it has restored this handler: exit 0, a clean stop for a process manager
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(
         app_,
-        host=cfg.serve.host,
-        port=cfg.serve.port,
+        host=config.serve.host,
+        port=config.serve.port,
         log_level="warning",
-        timeout_graceful_shutdown=int(cfg.serve.request_timeout_s),
+        timeout_graceful_shutdown=int(config.serve.request_timeout_s),
     )
 
 

@@ -61,7 +61,7 @@ def attention(
         int | None,
         typer.Option("--layer", help="Decoder layer, 1-based (default: mean over layers)."),
     ] = None,
-    config: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = DEFAULT_CONFIG,
     checkpoint: CheckpointOpt = None,
     beam: BeamOpt = None,
     device: DeviceOpt = None,
@@ -74,10 +74,10 @@ def attention(
     from translator.inspect.plot import require_matplotlib
 
     require_matplotlib()
-    cfg = config_module.load(config, set_ or [], run_options(device, beam, None))
+    config = config_module.load(config_file, set_ or [], run_options(device, beam, None))
     setup_process()
     translator = Translator.from_checkpoint(
-        default_checkpoint(cfg, checkpoint), cfg.train.device, cfg.decode
+        default_checkpoint(config, checkpoint), config.train.device, config.decode
     )
     found = cross_attention(translator, text)
     written = plot_attention(found, out, layer)

@@ -85,7 +85,7 @@ def download(
 @app.command()
 @user_errors
 def prepare(
-    config: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = DEFAULT_CONFIG,
     input: Annotated[  # noqa: A002 - the option is --input
         list[Path] | None,
         typer.Option("--input", "-i", help="Corpus file (repeatable); default: data.inputs."),
@@ -147,15 +147,15 @@ def prepare(
         "data.workers": workers,
         "data.tokenizers_from": None if tokenizers_from is None else str(tokenizers_from),
     }
-    configured_dir = config_module.load(config, set_ or []).data.dir
-    cfg = config_module.load(config, set_ or [], values)
+    configured_dir = config_module.load(config_file, set_ or []).data.dir
+    config = config_module.load(config_file, set_ or [], values)
     setup_process()
-    result = run_prepare(cfg.data)
+    result = run_prepare(config.data)
     s = result.stats
     for example in s["malformed_examples"]:
         typer.echo(f"skipped {example}", err=True)
     kinds = ", ".join(f"{n:,} {kind}" for kind, n in s["malformed_by_kind"].items())
-    excluded = f", {s['excluded']:,} excluded (data.exclude)" if cfg.data.exclude else ""
+    excluded = f", {s['excluded']:,} excluded (data.exclude)" if config.data.exclude else ""
     typer.echo(
         f"read {s['rows_read']:,} rows from {len(s['inputs'])} corpus(es): {s['malformed']:,} "
         f"malformed{f' ({kinds})' if kinds else ''}, {s['headers']:,} header(s), "
@@ -163,7 +163,7 @@ def prepare(
         f"{s['duplicates']:,} duplicates{excluded}; {s['traditional_converted']:,} converted "
         f"to simplified"
     )
-    if len(s["inputs"]) > 1 or cfg.data.exclude:
+    if len(s["inputs"]) > 1 or config.data.exclude:
         for c in s["inputs"]:
             typer.echo(
                 f"  {c['name']} ({c['format']}, weight {c['weight']:g}): {c['rows']:,} read, "
@@ -177,7 +177,9 @@ def prepare(
         f"{s['largest_group']:,}) → {splits}"
     )
     cover = s["coverage"]
-    origin = f"from {cfg.data.tokenizers_from}" if cfg.data.tokenizers_from else "trained here"
+    origin = (
+        f"from {config.data.tokenizers_from}" if config.data.tokenizers_from else "trained here"
+    )
     typer.echo(
         f"tokenizers {origin}: vocab {s['vocab_size']['en']:,} en / {s['vocab_size']['zh']:,} "
         f"zh; <unk> or byte pieces: en {cover['en']['fallback']:.2%}, zh "
@@ -188,5 +190,5 @@ def prepare(
     total = sum(result.seconds.values())
     readers = f"{result.workers} process{'es' if result.workers > 1 else ''}"
     typer.echo(f"took {total:.1f} s: {stages} (read by {readers})")
-    if cfg.data.dir != configured_dir:
-        typer.echo(f"to train on it: translator train -c {config} --set data.dir='{out}'")
+    if config.data.dir != configured_dir:
+        typer.echo(f"to train on it: translator train -c {config_file} --set data.dir='{out}'")

@@ -23,7 +23,7 @@ from translator.errors import UserError
 @app.command()
 @user_errors
 def train(
-    config: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = DEFAULT_CONFIG,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from last.pt.")] = False,
     init_from: Annotated[
         Path | None,
@@ -70,10 +70,10 @@ def train(
         "train.max_updates": max_updates,
         "train.tensorboard": tensorboard,
     }
-    loaded = config_module.load(config, set_ or [], values)
+    config = config_module.load(config_file, set_ or [], values)
     setup_process()
     try:
-        result = run_train(loaded, resume=resume, overwrite=overwrite)
+        result = run_train(config, resume=resume, overwrite=overwrite)
     except Interrupted as stop:
         typer.echo(str(stop), err=True)
         raise typer.Exit(128 + stop.signum) from None

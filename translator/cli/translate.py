@@ -36,7 +36,7 @@ def translate(
     text: Annotated[
         list[str] | None, typer.Argument(help="Sentences to translate; '-' reads stdin.")
     ] = None,
-    config: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = DEFAULT_CONFIG,
     input: Annotated[  # noqa: A002
         Path | None, typer.Option("--input", "-i", help="File with one sentence a line.")
     ] = None,
@@ -102,9 +102,9 @@ def translate(
         "decode.seed": seed,
     }
     values = run_options(device, beam, length_penalty, engine, model) | decoding
-    cfg = config_module.load(config, set_ or [], values)
+    config = config_module.load(config_file, set_ or [], values)
     setup_process()
-    translator = open_translator(cfg, default_checkpoint(cfg, checkpoint))
+    translator = open_translator(config, default_checkpoint(config, checkpoint))
     if streaming:
         translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
         return
@@ -142,13 +142,13 @@ def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
             sink.flush()
 
         lines = decoded_lines(sys.stdin.buffer)
-        translate_stream(translator.translate, lines, write, translator.decode.batch_size)
+        translate_stream(translator.translate, lines, write, translator.decode_cfg.batch_size)
 
 
 @app.command("eval")
 @user_errors
 def evaluate(
-    config: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = DEFAULT_CONFIG,
     src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
     ref: Annotated[
         list[Path] | None,
@@ -179,15 +179,15 @@ def evaluate(
             raise UserError("--hyp takes one or more --ref files and no --src")
         print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
         return
-    cfg = config_module.load(
-        config, set_ or [], run_options(device, beam, length_penalty, engine, model)
+    config = config_module.load(
+        config_file, set_ or [], run_options(device, beam, length_penalty, engine, model)
     )
     if (src is None) != (not ref):
         raise UserError("--src and --ref go together")
     if split not in ("test", "valid"):
         raise UserError(f"--split must be test or valid, got {split!r}")
     setup_process()
-    result = evaluate_files(cfg, default_checkpoint(cfg, checkpoint), src, ref or [], split)
+    result = evaluate_files(config, default_checkpoint(config, checkpoint), src, ref or [], split)
     print_scores(result.scores, f"hypotheses in {result.hypotheses}")
 
 

@@ -43,16 +43,18 @@ def normalize_pairs(pairs: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return pd.DataFrame({"en": pairs["en"].map(normalize_en), "zh": zh}, dtype=str), converted
 
 
-def clean_chunk(raw: pd.DataFrame, config: DataConfig) -> Cleaned:
+def clean_chunk(raw: pd.DataFrame, data_cfg: DataConfig) -> Cleaned:
     """Normalise, then drop empty sides, over-long pairs and implausible length ratios, each
     dropped pair counted under the first reason that applies; key what is left."""
     pairs, converted = normalize_pairs(raw)
     empty = (pairs["en"] == "") | (pairs["zh"] == "")
     pairs = pairs[~empty]
     en_len, zh_len = pairs["en"].str.len(), pairs["zh"].str.len()
-    too_long = (en_len > config.max_chars) | (zh_len > config.max_chars)
+    too_long = (en_len > data_cfg.max_chars) | (zh_len > data_cfg.max_chars)
     ratio = en_len / zh_len
-    bad_ratio = ~too_long & ((ratio < config.min_length_ratio) | (ratio > config.max_length_ratio))
+    bad_ratio = ~too_long & (
+        (ratio < data_cfg.min_length_ratio) | (ratio > data_cfg.max_length_ratio)
+    )
     pairs = pairs[~(too_long | bad_ratio)].reset_index(drop=True)
     counts = Counter(
         traditional_converted=converted,

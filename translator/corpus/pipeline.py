@@ -41,7 +41,7 @@ from translator.corpus.scan import Scan, scan
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
-from translator.data.ids import Sampling, encode_splits, meta_file
+from translator.data.ids import SubwordSampling, encode_splits, meta_file
 from translator.data.layout import SPLITS, corpus_file, stats_file
 from translator.errors import UserError
 from translator.runtime import worker_count
@@ -64,26 +64,26 @@ def output_dir_for(inputs: list) -> Path:
     return Path("data/prepared") / (name if len(inputs) == 1 else f"{name}+{len(inputs) - 1}")
 
 
-def prepare(config: DataConfig) -> Prepared:
+def prepare(data_cfg: DataConfig) -> Prepared:
     """Prepare `config.inputs` into `config.dir` (see the module docstring)."""
-    corpora = parse_corpora(config.inputs)
+    corpora = parse_corpora(data_cfg.inputs)
     if not corpora:
         raise UserError("no input files: pass --input or --pair, or set data.inputs in the config")
-    if all(c.train_only for c in corpora) and config.valid_size + config.test_size:
+    if all(c.train_only for c in corpora) and data_cfg.valid_size + data_cfg.test_size:
         raise UserError(
             "every corpus in data.inputs is train_only: the valid and test splits need one "
             "that is not"
         )
-    sources = [resolve(i, corpus, config.format) for i, corpus in enumerate(corpora)]
-    excluded = excluded_keys(config.exclude)
-    out = Path(config.dir)
+    sources = [resolve(i, corpus, data_cfg.format) for i, corpus in enumerate(corpora)]
+    excluded = excluded_keys(data_cfg.exclude)
+    out = Path(data_cfg.dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in [stats_file(out), meta_file(out), *out.glob(".prepare-*")]:
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=out))
     seconds: dict[str, float] = {}
     try:
-        stats, workers = _prepare(config, sources, excluded, out, work, seconds)
+        stats, workers = _prepare(data_cfg, sources, excluded, out, work, seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     stats_file(out).write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
@@ -91,7 +91,7 @@ def prepare(config: DataConfig) -> Prepared:
 
 
 def _prepare(
-    config: DataConfig,
+    data_cfg: DataConfig,
     sources: list[Source],
     excluded: Excluded,
     out: Path,
@@ -99,9 +99,9 @@ def _prepare(
     seconds: dict,
 ) -> tuple[dict, int]:
     """The stats, and the number of processes that read the input."""
-    workers = worker_count(config.workers)
+    workers = worker_count(data_cfg.workers)
     with _stage(seconds, "read"):
-        scanned = scan(sources, config, work)
+        scanned = scan(sources, data_cfg, work)
     dropped = excluded_mask(scanned.en_key, scanned.zh_key, excluded)
     keep = _first_of_kept(scanned.pair_key, ~dropped)
     if not keep.any():
@@ -115,9 +115,9 @@ def _prepare(
         plan = plan_split(
             scanned.en_key[keep],
             scanned.zh_key[keep],
-            config.valid_size,
-            config.test_size,
-            config.seed,
+            data_cfg.valid_size,
+            data_cfg.test_size,
+            data_cfg.seed,
             np.isin(scanned.corpus[keep], train_only),
         )
     with _stage(seconds, "write"):
@@ -126,16 +126,16 @@ def _prepare(
         train_corpus = scanned.corpus[keep][ordered][plan.split[ordered] == 0]
         np.save(corpus_file(out), train_corpus)
     with _stage(seconds, "tokenizers"):
-        vocab = make_tokenizers(config, out, workers)
+        vocab = make_tokenizers(data_cfg, out, workers)
     with _stage(seconds, "encode"):
-        encoded = encode_splits(out, workers, Sampling.of(config))
-    stats = _stats(config, scanned, keep, dropped, plan) | {
-        "exclude": {"files": config.exclude, "sentences": excluded.sentences},
-        "tokenizers_from": config.tokenizers_from,
+        encoded = encode_splits(out, workers, SubwordSampling.of(data_cfg))
+    stats = _stats(data_cfg, scanned, keep, dropped, plan) | {
+        "exclude": {"files": data_cfg.exclude, "sentences": excluded.sentences},
+        "tokenizers_from": data_cfg.tokenizers_from,
         "vocab_size": vocab,
         "byte_fallback": has_byte_fallback(out),
         "tokens": encoded.tokens,
-        "coverage": coverage(encoded, config.tokenizers_from),
+        "coverage": coverage(encoded, data_cfg.tokenizers_from),
     }
     return stats, scanned.workers
 
@@ -174,7 +174,7 @@ def _per_corpus(scanned: Scan, keep: np.ndarray, dropped: np.ndarray, plan: Spli
 
 
 def _stats(
-    config: DataConfig, scanned: Scan, keep: np.ndarray, dropped: np.ndarray, plan: SplitPlan
+    data_cfg: DataConfig, scanned: Scan, keep: np.ndarray, dropped: np.ndarray, plan: SplitPlan
 ) -> dict:
     read, counts = scanned.read, scanned.counts
     en_hash = scanned.en_hash[keep]
@@ -197,8 +197,8 @@ def _stats(
         "largest_group": plan.largest_group,
         "groups_too_large_for_held_out": plan.kept_in_train,
         "held_out_group_limit": {
-            "valid": held_out_cap(config.valid_size),
-            "test": held_out_cap(config.test_size),
+            "valid": held_out_cap(data_cfg.valid_size),
+            "test": held_out_cap(data_cfg.test_size),
         },
         "splits": {s: int((plan.split == i).sum()) for i, s in enumerate(SPLITS)},
         "english_sentences": {

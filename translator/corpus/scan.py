@@ -59,10 +59,10 @@ class Scan:
     workers: int = 1  # processes that read
 
 
-def process_block(job: tuple[Source, object, Path], config: DataConfig) -> BlockResult:
+def process_block(job: tuple[Source, object, Path], data_cfg: DataConfig) -> BlockResult:
     source, block, out = job
     raw, read = sources.parse(source, block)
-    cleaned = clean_chunk(raw, config)
+    cleaned = clean_chunk(raw, data_cfg)
     for lang in ("en", "zh"):
         text = "".join(line + "\n" for line in cleaned.pairs[lang])
         out.with_suffix(f".{lang}").write_text(text, encoding="utf-8")
@@ -99,13 +99,13 @@ def ordered_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
             yield pending.popleft().result()
 
 
-def scan(corpora: list[Source], config: DataConfig, work_dir: Path) -> Scan:
+def scan(corpora: list[Source], data_cfg: DataConfig, work_dir: Path) -> Scan:
     """Stream every corpus through `process_block` (see the module docstring)."""
     jobs = (
         (source, block, block_file(work_dir, i))
         for i, (source, block) in enumerate(_blocks_of(corpora))
     )
-    workers = worker_count(config.workers)
+    workers = worker_count(data_cfg.workers)
     size = sum(source.size for source in corpora)
     if size <= 2 * readers.BLOCK_BYTES:
         workers = 1  # starting processes costs more than it saves
@@ -114,7 +114,7 @@ def scan(corpora: list[Source], config: DataConfig, work_dir: Path) -> Scan:
     out.per_input = [_summary(source) for source in corpora]
     keys: list[tuple[np.ndarray, ...]] = []
     bar = tqdm(total=size, desc="reading", unit="B", unit_scale=True, leave=False, disable=None)
-    results = ordered_map(partial(process_block, config=config), jobs, workers)
+    results = ordered_map(partial(process_block, data_cfg=data_cfg), jobs, workers)
     for i, result in enumerate(results):
         bar.update(result.size)
         _count(out, result)

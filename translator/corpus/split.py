@@ -91,28 +91,12 @@ def _follow_to_roots(label: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Split:
-    names: pd.Series  # "train" / "valid" / "test" per pair, ordered as the files are written
-    groups: int  # connected groups of pairs
-    largest_group: int  # pairs in the largest one
-    kept_in_train: int  # groups too large for any held-out split
-
-
-@dataclass
 class SplitPlan:
     split: np.ndarray  # int8 per pair: its index in SPLIT_NAMES
     order: np.ndarray  # pair indices in the order the files are written
     groups: int
     largest_group: int
     kept_in_train: int
-
-
-def split_pairs(en: pd.Series, zh: pd.Series, valid_size: int, test_size: int, seed: int) -> Split:
-    """`plan_split` on the keys of the sentences, as split names indexed like `en`."""
-    plan = plan_split(sentence_keys(en), sentence_keys(zh), valid_size, test_size, seed)
-    names = np.array(SPLIT_NAMES, dtype=object)[plan.split[plan.order]]
-    result = pd.Series(names, index=en.index[plan.order])
-    return Split(result, plan.groups, plan.largest_group, plan.kept_in_train)
 
 
 def plan_split(

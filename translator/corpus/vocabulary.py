@@ -25,17 +25,17 @@ POOR_COVERAGE = 0.01  # warn when more than 1 % of a side's pieces are <unk> or 
 NAMES = {"en": "English", "zh": "Chinese"}
 
 
-def make_tokenizers(config: DataConfig, out: Path, workers: int) -> dict[str, int]:
+def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, int]:
     """spm.{en,zh}.model in `out`, trained or taken from `config.tokenizers_from`; returns
     the vocabulary size of each."""
-    if config.tokenizers_from:
-        return copy_tokenizers(config.tokenizers_from, out)
-    sample = Sample(config.tokenizer_sentences, config.seed, workers)
+    if data_cfg.tokenizers_from:
+        return copy_tokenizers(data_cfg.tokenizers_from, out)
+    sample = Sample(data_cfg.tokenizer_sentences, data_cfg.seed, workers)
     return {
         "en": train_tokenizer(
             split_file(out, "train", "en"),
             out / "spm.en",
-            config.src_vocab_size,
+            data_cfg.src_vocab_size,
             1.0,
             "data.src_vocab_size",
             sample=sample,
@@ -43,10 +43,10 @@ def make_tokenizers(config: DataConfig, out: Path, workers: int) -> dict[str, in
         "zh": train_tokenizer(
             split_file(out, "train", "zh"),
             out / "spm.zh",
-            config.tgt_vocab_size,
+            data_cfg.tgt_vocab_size,
             0.9995,
             "data.tgt_vocab_size",
-            byte_fallback=config.byte_fallback,
+            byte_fallback=data_cfg.byte_fallback,
             sample=sample,
         ),
     }

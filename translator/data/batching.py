@@ -43,22 +43,6 @@ def encode(lines: Sequence[str], tokenizer: Tokenizer) -> list[np.ndarray]:
     return [np.array(ids + [EOS], dtype=np.int32) for ids in tokenizer.encode(list(lines))]
 
 
-def encode_pairs(
-    src_lines: Sequence[str],
-    tgt_lines: Sequence[str],
-    src_tok: Tokenizer,
-    tgt_tok: Tokenizer,
-    max_len: int,
-) -> tuple[list[np.ndarray], list[np.ndarray], int]:
-    """Encode parallel lines; pairs with a side longer than `max_len` ids (EOS included, and
-    BOS on the target side) are dropped. Returns (src, tgt, number dropped)."""
-    if len(src_lines) != len(tgt_lines):
-        raise ValueError(f"{len(src_lines)} source lines but {len(tgt_lines)} target lines")
-    src, tgt = encode(src_lines, src_tok), encode(tgt_lines, tgt_tok)
-    keep = [i for i in range(len(src)) if len(src[i]) <= max_len and len(tgt[i]) < max_len]
-    return [src[i] for i in keep], [tgt[i] for i in keep], len(src) - len(keep)
-
-
 def padding_mask(ids: torch.Tensor) -> torch.Tensor:
     """(B, S) ids → (B, 1, 1, S) bool, True where a key may be attended to."""
     return (ids != PAD)[:, None, None, :]
@@ -70,11 +54,6 @@ def pad(seqs: Sequence[np.ndarray]) -> torch.Tensor:
     for row, seq in enumerate(seqs):
         out[row, : len(seq)] = torch.from_numpy(seq)
     return out
-
-
-def collate(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray]) -> Batch:
-    """A batch from in-memory sequences that end in EOS."""
-    return collate_padded(pad(src).numpy(), pad(tgt).numpy())
 
 
 def collate_padded(src: np.ndarray, tgt: np.ndarray) -> Batch:
@@ -122,15 +101,6 @@ def _by_target_then_source(src_lens: np.ndarray, tgt_lens: np.ndarray) -> np.nda
         return np.lexsort((src_lens, tgt_lens))
     by_source = np.argsort(src_lens.astype(np.uint16), kind="stable")
     return by_source[np.argsort(tgt_lens[by_source].astype(np.uint16), kind="stable")]
-
-
-def make_batches(
-    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], max_tokens: int
-) -> list[Batch]:
-    """Batches of in-memory sequences (EOS included), all collated now."""
-    lens = [np.array([len(s) for s in seqs], dtype=np.int64) for seqs in (src, tgt)]
-    groups = plan_batches(*lens, max_tokens)
-    return [collate([src[i] for i in g], [tgt[i] for i in g]) for g in groups]
 
 
 def weighted_rows(

@@ -21,7 +21,7 @@ import numpy as np
 from translator.config import Config
 from translator.corpora import parse_corpora
 from translator.data.batching import Batch, collate_padded, plan_batches, weighted_rows
-from translator.data.ids import Ids, Sampling, encode_splits, open_ids, up_to_date
+from translator.data.ids import Ids, SubwordSampling, encode_splits, open_ids, up_to_date
 from translator.data.layout import (
     SIDES,
     corpus_file,
@@ -130,7 +130,7 @@ def load_training_data(config: Config) -> TrainData:
             raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if not stats_file(data_dir).is_file():  # written last: a missing one means interrupted
         raise UserError(f"`translator prepare` did not finish in {data_dir}: run it again")
-    sampling = Sampling.of(config.data)
+    sampling = SubwordSampling.of(config.data)
     if not up_to_date(data_dir, sampling):
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)
         encode_splits(data_dir, worker_count(config.data.workers), sampling)
@@ -160,7 +160,7 @@ def load_training_data(config: Config) -> TrainData:
     )
 
 
-def sampled_encodings(data_dir: Path, sampling: Sampling) -> dict:
+def sampled_encodings(data_dir: Path, sampling: SubwordSampling) -> dict:
     """Batches' `samples` argument: the k-th sampled encoding of each sampled side, with
     the deterministic one of a side that is not sampled."""
     if not sampling.count:

@@ -63,7 +63,7 @@ class Ids:
 
 
 @dataclass(frozen=True)
-class Sampling:
+class SubwordSampling:
     """Subword regularisation (Provilkov et al. 2020, BPE-dropout): `count` encodings of
     the train split's `langs`, each merge skipped with probability `alpha`, drawn from a
     generator seeded with `seed`, so the files are the same on every machine."""
@@ -74,12 +74,13 @@ class Sampling:
     seed: int = 1
 
     @classmethod
-    def of(cls, data) -> Sampling:
+    def of(cls, data_cfg) -> SubwordSampling:
         """The sampling a DataConfig asks for."""
-        if not data.subword_sampling:
+        if not data_cfg.subword_sampling:
             return cls()
-        langs = tuple(lang for lang, side in SIDES.items() if data.subword_sides in (side, "both"))
-        return cls(data.subword_sampling, data.subword_alpha, langs, data.seed)
+        sides = data_cfg.subword_sides
+        langs = tuple(lang for lang, side in SIDES.items() if sides in (side, "both"))
+        return cls(data_cfg.subword_sampling, data_cfg.subword_alpha, langs, data_cfg.seed)
 
     def record(self) -> dict | None:
         return {**asdict(self), "langs": list(self.langs)} if self.count else None
@@ -116,7 +117,7 @@ def tokenizer_digests(data_dir: Path | str) -> dict[str, str]:
     }
 
 
-def up_to_date(data_dir: Path | str, sampling: Sampling = Sampling()) -> bool:
+def up_to_date(data_dir: Path | str, sampling: SubwordSampling = SubwordSampling()) -> bool:
     """Whether the ids on disk were encoded with the tokenizers now in `data_dir`, and
     sampled as `sampling` asks."""
     try:
@@ -151,7 +152,9 @@ class Encoded:
         return {"pieces": pieces, "unknown": unknown, "bytes": fallback, "fallback": share}
 
 
-def encode_splits(data_dir: Path | str, threads: int, sampling: Sampling = Sampling()) -> Encoded:
+def encode_splits(
+    data_dir: Path | str, threads: int, sampling: SubwordSampling = SubwordSampling()
+) -> Encoded:
     """Encode every split with the tokenizers in `data_dir`, and the train split `sampling`
     times more. ids.json is written last, so an interrupted run is encoded again next time."""
     meta_file(data_dir).unlink(missing_ok=True)

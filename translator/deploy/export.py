@@ -46,17 +46,17 @@ QUANTIZATIONS = (
 )
 
 
-def build_spec(model: ModelConfig, weights: dict[str, Any], vocabularies: tuple[list, list]):
+def build_spec(model_cfg: ModelConfig, weights: dict[str, Any], vocabularies: tuple[list, list]):
     """The CTranslate2 TransformerSpec holding `weights` (our state dict, as numpy)."""
     from ctranslate2.specs import common_spec, transformer_spec
 
     spec = transformer_spec.TransformerSpec.from_config(
-        (model.encoder_layers, model.decoder_layers),
-        model.heads,
-        pre_norm=model.norm == "pre",
+        (model_cfg.encoder_layers, model_cfg.decoder_layers),
+        model_cfg.heads,
+        pre_norm=model_cfg.norm == "pre",
         activation=common_spec.Activation.RELU,
     )
-    table = sinusoids(model.max_positions, model.d_model).numpy()
+    table = sinusoids(model_cfg.max_positions, model_cfg.d_model).numpy()
     encoder, decoder = spec.encoder, spec.decoder
     _embedding(encoder, weights["src_embed.tokens.weight"], table)
     _embedding(decoder, weights["tgt_embed.tokens.weight"], table)
@@ -72,7 +72,7 @@ def build_spec(model: ModelConfig, weights: dict[str, Any], vocabularies: tuple[
         _linears(layer.attention.linear, weights, at + "cross_attn.", ("q", "kv", "out"))
         _norm(layer.attention.layer_norm, weights, at + "cross_block.norm")
         _ffn(layer.ffn, weights, at)
-    if model.norm == "pre":
+    if model_cfg.norm == "pre":
         _norm(encoder.layer_norm, weights, "encoder_norm")
         _norm(decoder.layer_norm, weights, "decoder_norm")
     decoder.projection.weight = weights["project.weight"]

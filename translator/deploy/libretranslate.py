@@ -19,6 +19,7 @@ from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qs
 
+from translator.config import ServeConfig
 from translator.deploy.access import accepted, presented
 from translator.deploy.limits import BadRequest, parse_json
 
@@ -120,7 +121,7 @@ async def translate_html(pages: list[str], translate) -> list[str]:
     return out
 
 
-def add_routes(app, batcher, limits, settings, keys: list[str], model) -> None:
+def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], model) -> None:
     """LibreTranslate's endpoints under /lt, decoding through `batcher` with `settings`;
     `model` documents the request in the OpenAPI schema (JSON or a form)."""
     from fastapi import Request
@@ -145,11 +146,11 @@ def add_routes(app, batcher, limits, settings, keys: list[str], model) -> None:
         """LibreTranslate's /translate: q, source, target, format, api_key."""
         fields = read_body(await request.body(), request.headers.get("content-type", ""))
         check_key(fields, request.scope, keys)
-        texts, listed = texts_of(fields, limits.max_sentences)
+        texts, listed = texts_of(fields, serve_cfg.max_sentences)
         longest = max(map(len, texts))
-        if longest > limits.max_chars:
+        if longest > serve_cfg.max_chars:
             raise BadRequest(400, f"Invalid request: a text of {longest} characters exceeds "
-                                  f"the limit of {limits.max_chars}")  # fmt: skip
+                                  f"the limit of {serve_cfg.max_chars}")  # fmt: skip
         if fields.get("format") == "html":
             done = await translate_html(texts, translate)
         else:

@@ -50,20 +50,20 @@ class LibreTranslateResponse(BaseModel):
     detectedLanguage: dict[str, float | str] | None = None  # noqa: N815
 
 
-def request_models(limits: ServeConfig) -> tuple[type[BaseModel], type[BaseModel]]:
+def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseModel]]:
     """Our request model and LibreTranslate's, with this server's limits in them."""
-    text = Annotated[str, StringConstraints(max_length=limits.max_chars)]
+    text = Annotated[str, StringConstraints(max_length=serve_cfg.max_chars)]
     ours = create_model(
         "TranslateRequest",
         __base__=TranslateRequest,
-        text=(list[text], Field(min_length=1, max_length=limits.max_sentences)),
-        beam=(int | None, Field(None, ge=1, le=limits.max_beam)),
-        nbest=(int, Field(0, ge=0, le=limits.max_beam)),
+        text=(list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)),
+        beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam)),
+        nbest=(int, Field(0, ge=0, le=serve_cfg.max_beam)),
     )
-    filled = Annotated[str, StringConstraints(min_length=1, max_length=limits.max_chars)]
+    filled = Annotated[str, StringConstraints(min_length=1, max_length=serve_cfg.max_chars)]
     theirs = create_model(
         "LibreTranslateRequest",
-        q=(filled | Annotated[list[text], Field(min_length=1, max_length=limits.max_sentences)],
+        q=(filled | Annotated[list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)],
            ...),
         source=(Literal["en", "auto"], "en"),
         target=(Literal["zh", "zh-Hans", "zh-CN"], "zh"),

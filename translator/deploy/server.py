@@ -14,7 +14,7 @@ runs in a worker thread while the next batch gathers, so throughput grows with
 concurrency. Requests with different settings (beam, split, nbest) are decoded in separate
 groups. At most `serve.max_queue` sentences wait: a request beyond that gets 503 with
 Retry-After at once. What a request may cost before the app sees it (body size, read and
-answer timeouts, clients that leave) is limits.py's; its body is checked against the
+answer timeouts, clients that leave) is serve_cfg.py's; its body is checked against the
 models of schema.py, which `/openapi.json` publishes. A bad request (too large, not JSON or
 not acceptable JSON, wrong types, an empty list, too many or too long sentences, a beam or
 nbest out of range) gets a 4xx JSON `{"error": ...}`, never a 500.
@@ -148,7 +148,7 @@ class Batcher:
 
 
 def check_request(
-    body: Any, limits: ServeConfig, defaults: Settings, model=None
+    body: Any, serve_cfg: ServeConfig, defaults: Settings, model=None
 ) -> tuple[list[str], Settings]:
     """The sentences and settings of a parsed request body, checked against the request
     model (`model`: schema.request_models' for these limits) and the serve limits;
@@ -160,15 +160,15 @@ def check_request(
     if not isinstance(body, dict):
         raise BadRequest(422, 'the body must be a JSON object like {"text": ["Hello."]}')
     text = body.get("text")
-    if isinstance(text, list) and len(text) > limits.max_sentences:
-        raise BadRequest(413, f"too many sentences: {len(text)} > {limits.max_sentences}")
+    if isinstance(text, list) and len(text) > serve_cfg.max_sentences:
+        raise BadRequest(413, f"too many sentences: {len(text)} > {serve_cfg.max_sentences}")
     longest = max((len(s) for s in text if isinstance(s, str)), default=0) if text else 0
-    if isinstance(text, list) and longest > limits.max_chars:
-        raise BadRequest(413, f"a sentence has {longest} characters > {limits.max_chars}")
+    if isinstance(text, list) and longest > serve_cfg.max_chars:
+        raise BadRequest(413, f"a sentence has {longest} characters > {serve_cfg.max_chars}")
     try:
-        request = (model or request_models(limits)[0]).model_validate(body)
+        request = (model or request_models(serve_cfg)[0]).model_validate(body)
     except ValidationError as exc:
-        raise BadRequest(422, _explained(exc.errors(), limits)) from None
+        raise BadRequest(422, _explained(exc.errors(), serve_cfg)) from None
     beam = defaults.beam if request.beam is None else request.beam
     split = defaults.split if request.split is None else request.split
     if request.nbest > beam:
@@ -176,7 +176,7 @@ def check_request(
     return request.text, Settings(beam, split, request.nbest)
 
 
-def _explained(errors: list[dict], limits: ServeConfig) -> str:
+def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
     """pydantic's findings about a request, as one message in the API's own words."""
     unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
@@ -186,23 +186,23 @@ def _explained(errors: list[dict], limits: ServeConfig) -> str:
         return '"text" is empty: give at least one sentence'
     return {
         "text": '"text" must be a list of strings',
-        "beam": f'"beam" must be an integer from 1 to {limits.max_beam}',
+        "beam": f'"beam" must be an integer from 1 to {serve_cfg.max_beam}',
         "split": '"split" must be true or false',
         "nbest": '"nbest" must be an integer from 0 to the beam',
     }.get(field, f"{field or 'the body'}: {errors[0]['msg']}")
 
 
-def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str, Any]):
+def create_app(translator: TextTranslator, serve_cfg: ServeConfig, about: dict[str, Any]):
     """The FastAPI app around one loaded translator."""
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
     from translator.deploy.schema import ErrorResponse, TranslateResponse, request_models
 
-    wait = limits.batch_wait_ms / 1000
-    defaults = Settings(translator.decode.beam, translator.decode.split)
+    wait = serve_cfg.batch_wait_ms / 1000
+    defaults = Settings(translator.decode_cfg.beam, translator.decode_cfg.split)
     batcher = Batcher(
-        translator, wait, translator.decode.batch_size, limits.batching, limits.max_queue
+        translator, wait, translator.decode_cfg.batch_size, serve_cfg.batching, serve_cfg.max_queue
     )
     metrics = Metrics(lambda: batcher.queued, lambda s: sum(map(len, translator.src_tok.encode(s))))
     batcher.on_decode = metrics.decoded
@@ -219,19 +219,19 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
     # no key), keys, limits
     app.add_middleware(
         Limits,
-        max_body=limits.max_body_kb * 1024,
-        read_timeout=limits.read_timeout_s,
-        request_timeout=limits.request_timeout_s,
+        max_body=serve_cfg.max_body_kb * 1024,
+        read_timeout=serve_cfg.read_timeout_s,
+        request_timeout=serve_cfg.request_timeout_s,
     )
-    keys = api_keys(limits.api_keys)
+    keys = api_keys(serve_cfg.api_keys)
     if keys:
         app.add_middleware(RequireKey, keys=keys)
-    if limits.cors_origins:
+    if serve_cfg.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=limits.cors_origins,
+            allow_origins=serve_cfg.cors_origins,
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
@@ -247,7 +247,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
         return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
 
     errors = {status: {"model": ErrorResponse} for status in (400, 401, 408, 413, 422, 503)}
-    ours, theirs = request_models(limits)
+    ours, theirs = request_models(serve_cfg)
     body_schema = {"content": {"application/json": {"schema": ours.model_json_schema()}}}
 
     @app.post(
@@ -261,7 +261,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
         """Translate English texts (read strictly: see the request schema)."""
         started = time.perf_counter()
         body = parse_json(await request.body())
-        sentences, settings = check_request(body, limits, defaults, ours)
+        sentences, settings = check_request(body, serve_cfg, defaults, ours)
         found = await batcher.translate(sentences, settings)
         ms = round((time.perf_counter() - started) * 1000, 1)
         if not settings.nbest:
@@ -273,7 +273,7 @@ def create_app(translator: TextTranslator, limits: ServeConfig, about: dict[str,
             "milliseconds": ms,
         }
 
-    add_routes(app, batcher, limits, defaults, keys, theirs)  # LibreTranslate's API at /lt
+    add_routes(app, batcher, serve_cfg, defaults, keys, theirs)  # LibreTranslate's API at /lt
 
     @app.get("/metrics", responses={200: {"content": {"text/plain": {}}}})
     async def prometheus():

@@ -44,8 +44,8 @@ def require_ctranslate2() -> Any:
 
 
 class CTranslate2Translator(TextTranslator):
-    def __init__(self, engine, src_tok, tgt_tok, decode: DecodeConfig, max_positions: int):
-        super().__init__(src_tok, tgt_tok, decode, max_positions)
+    def __init__(self, engine, src_tok, tgt_tok, decode_cfg: DecodeConfig, max_positions: int):
+        super().__init__(src_tok, tgt_tok, decode_cfg, max_positions)
         self.engine = engine
         self.ctranslate2 = require_ctranslate2()
         self.src_pieces = [src_tok.id_to_piece(i) for i in range(src_tok.get_piece_size())]
@@ -56,7 +56,7 @@ class CTranslate2Translator(TextTranslator):
     def from_dir(
         cls,
         model_dir: str | Path,
-        decode: DecodeConfig | None = None,
+        decode_cfg: DecodeConfig | None = None,
         device: str = "cpu",
         threads: int = 0,
         workers: int = 1,
@@ -78,47 +78,50 @@ class CTranslate2Translator(TextTranslator):
         )
         src_tok = load_tokenizer(model_dir / SOURCE_SPM)
         tgt_tok = load_tokenizer(model_dir / TARGET_SPM)
-        decode = decode or from_dict({"decode": meta["decode"]}).decode
-        return cls(engine, src_tok, tgt_tok, decode, meta["max_positions"])
+        decode_cfg = decode_cfg or from_dict({"decode": meta["decode"]}).decode
+        return cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"])
 
     def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
         limits = self.limits([len(s) for s in sources]).tolist()
         batches = self.batches(sources)
-        if self.decode.sample:
-            self.ctranslate2.set_random_seed(self.decode.seed)
+        if self.decode_cfg.sample:
+            self.ctranslate2.set_random_seed(self.decode_cfg.seed)
         pending = [self._submit(batch, sources, limits) for batch in batches]
         outputs: list[list[tuple[list[int], float]]] = [[] for _ in sources]
         for rows, results in zip(batches, pending, strict=True):
             for i, result in zip(rows, results, strict=True):
                 outputs[i] = [
                     ([self.tgt_tok.piece_to_id(p) for p in pieces[: limits[i]]], score)
-                    for pieces, score in _hypotheses(result)[: max(self.decode.nbest, 1)]
+                    for pieces, score in _hypotheses(result)[: max(self.decode_cfg.nbest, 1)]
                 ]
         return outputs
 
     def _submit(self, rows: list[int], sources: Sequence[np.ndarray], limits: list[int]):
         """Start one batch (the source's own EOS left to `add_source_eos`)."""
-        cfg = self.decode
+        decode_cfg = self.decode_cfg
         tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
         # all `beam` hypotheses asked for, `nbest` kept: with fewer, CTranslate2 stops as
         # soon as its top beam ends, before later hypotheses that may score better
-        options = {"beam_size": cfg.beam, "num_hypotheses": cfg.beam if cfg.nbest else 1}
-        if cfg.sample:  # CTranslate2 samples through its greedy search: beam 1
+        options = {
+            "beam_size": decode_cfg.beam,
+            "num_hypotheses": decode_cfg.beam if decode_cfg.nbest else 1,
+        }
+        if decode_cfg.sample:  # CTranslate2 samples through its greedy search: beam 1
             options = {
                 "beam_size": 1,
-                "num_hypotheses": max(cfg.nbest, 1),
-                "sampling_topk": cfg.topk if cfg.temperature else 1,
-                "sampling_topp": cfg.topp,
-                "sampling_temperature": cfg.temperature or 1.0,
+                "num_hypotheses": max(decode_cfg.nbest, 1),
+                "sampling_topk": decode_cfg.topk if decode_cfg.temperature else 1,
+                "sampling_topp": decode_cfg.topp,
+                "sampling_temperature": decode_cfg.temperature or 1.0,
             }
         return self.engine.translate_batch(
             tokens,
             **options,
-            length_penalty=cfg.length_penalty,
+            length_penalty=decode_cfg.length_penalty,
             max_decoding_length=max(limits[i] for i in rows),
             min_decoding_length=0,
-            no_repeat_ngram_size=cfg.no_repeat_ngram,
-            return_scores=bool(cfg.nbest or cfg.sample),
+            no_repeat_ngram_size=decode_cfg.no_repeat_ngram,
+            return_scores=bool(decode_cfg.nbest or decode_cfg.sample),
             disable_unk=True,
             suppress_sequences=self.suppressed,
             asynchronous=True,

@@ -1,10 +1,14 @@
-"""Search over the model's incremental decoder: beam search here, greedy and sampling in
-sampling.py, all batched, and `search`, which runs the one the decode settings ask for.
+"""Search over the model's incremental decoder, batched over sentences: one token at a
+time (greedy search, or sampling: sampling.py draws each token) and beam search, and
+`search`, which runs the one the decode settings ask for.
 
 Each takes a batch of sources (B,S) with its mask and each sentence's output limit, and
 gives each sentence's ids without BOS/EOS. A sentence that is finished leaves the batch:
 the decoder state is reordered to the rows still being decoded, so finished sentences cost
-nothing more.
+nothing more. With `no_repeat_ngram` = n, a token that would repeat an n-gram of the
+row's output is never chosen. Scores (the sum of the model's log-probabilities of the
+tokens written and EOS, at temperature 1, divided by the GNMT length penalty) are computed
+only where they are asked for: plain greedy search does no more work than it needs.
 """
 
 from __future__ import annotations
@@ -13,10 +17,17 @@ import torch
 
 from translator.config import DecodeConfig
 from translator.data.batching import padding_mask
-from translator.data.tokenizer import BOS, EOS
+from translator.data.tokenizer import BOS, EOS, PAD, UNK
 from translator.inference.repeats import block_repeats
-from translator.inference.sampling import NEVER_OUTPUT, Sampling, length_penalty, one_at_a_time
+from translator.inference.sampling import NEG_INF, TokenSampling, choose
 from translator.model.transformer import DecoderState, Transformer
+
+NEVER_OUTPUT = [PAD, UNK, BOS]  # ids the decoder may not produce (UNK would print " ⁇ ")
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float):
+    """GNMT's lp(Y) = ((5 + |Y|) / 6) ** alpha; a hypothesis scores log P(Y) / lp(Y)."""
+    return ((5 + length) / 6) ** alpha
 
 
 def _next_logits(model: Transformer, tokens: torch.Tensor, state: DecoderState):
@@ -29,11 +40,61 @@ def _vocab_size(model: Transformer) -> int:
     return model.project.out_features
 
 
-def greedy(
-    model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, max_lens: torch.Tensor
-) -> list[list[int]]:
-    """Pick the most probable token at each step until EOS or the sentence's limit."""
-    return [ids for ids, _ in one_at_a_time(model, src, src_mask, max_lens)]
+@torch.inference_mode()
+def one_at_a_time(
+    model: Transformer,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    max_lens: torch.Tensor,
+    *,
+    how: TokenSampling | None = None,
+    no_repeat_ngram: int = 0,
+    alpha: float | None = None,
+) -> list[tuple[list[int], float]]:
+    """Greedy search (`how` None: the most probable token at each step) or sampling (a
+    token drawn as `how` says), until EOS or the sentence's limit: each sentence's output
+    ids (no BOS/EOS) and, with `alpha` given, its score (log P / ((5+len)/6)^alpha, len
+    counting EOS; NaN without `alpha`)."""
+    batch, device = src.size(0), src.device
+    state = model.start_decoding(model.encode(src, src_mask), src_mask)
+    limits = max_lens.tolist()
+    outputs: list[list[int]] = [[] for _ in range(batch)]
+    logp_sums = [0.0] * batch
+    alive = list(range(batch))  # which sentence each row of the state belongs to
+    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # for the n-gram guard
+    tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
+    for step in range(max(limits, default=0)):
+        logits, state = _next_logits(model, tokens, state)
+        logits[:, NEVER_OUTPUT] = NEG_INF
+        if no_repeat_ngram:
+            block_repeats(logits, history, no_repeat_ngram)
+        best = choose(logits, how)
+        picked = best.tolist()
+        gained = [0.0] * len(alive)
+        if alpha is not None:
+            gained = logits.log_softmax(dim=-1).gather(1, best[:, None]).squeeze(1).tolist()
+        keep = []
+        for row, (sentence, token) in enumerate(zip(alive, picked, strict=True)):
+            logp_sums[sentence] += gained[row]
+            if token != EOS:
+                outputs[sentence].append(token)
+            if token != EOS and step + 1 < limits[sentence]:
+                keep.append(row)
+        if not keep:
+            break
+        if no_repeat_ngram:
+            history = torch.cat([history, best[:, None]], dim=1)
+        if len(keep) < len(alive):
+            index = torch.tensor(keep, device=device)
+            state, best, history = state.reorder(index, index), best[index], history[index]
+            alive = [alive[row] for row in keep]
+        tokens = best[:, None]
+    if alpha is None:
+        return [(ids, float("nan")) for ids in outputs]
+    return [
+        (ids, total / length_penalty(len(ids) + 1, alpha))
+        for ids, total in zip(outputs, logp_sums, strict=True)
+    ]
 
 
 @torch.inference_mode()
@@ -155,29 +216,29 @@ def search(
     model: Transformer,
     src: torch.Tensor,
     max_lens: torch.Tensor,
-    cfg: DecodeConfig,
+    decode_cfg: DecodeConfig,
     generator: torch.Generator | None = None,
 ) -> Found:
-    """The search `cfg` asks for over one batch (B,S): sampling (`cfg.nbest` samples a
-    sentence, best score first), beam search (`cfg.nbest` best), or greedy. Scores are
+    """The search `decode_cfg` asks for over one batch (B,S): sampling (`decode_cfg.nbest` samples a
+    sentence, best score first), beam search (`decode_cfg.nbest` best), or greedy. Scores are
     computed only where they are asked for (nbest ≥ 1, or sampling): plain greedy leaves
     them NaN, and with beam 1 and nbest beam search gives greedy's output and its score."""
-    mask, guard = padding_mask(src), cfg.no_repeat_ngram
-    if cfg.sample:
-        copies = max(cfg.nbest, 1)
-        how = Sampling(cfg.temperature, cfg.topk, cfg.topp, generator)
+    mask, guard = padding_mask(src), decode_cfg.no_repeat_ngram
+    if decode_cfg.sample:
+        copies = max(decode_cfg.nbest, 1)
+        how = TokenSampling(decode_cfg.temperature, decode_cfg.topk, decode_cfg.topp, generator)
         src, max_lens = src.repeat_interleave(copies, 0), max_lens.repeat_interleave(copies)
         drawn = one_at_a_time(
             model, src, padding_mask(src), max_lens, how=how, no_repeat_ngram=guard,
-            alpha=cfg.length_penalty,
+            alpha=decode_cfg.length_penalty,
         )  # fmt: skip
         groups = [drawn[i : i + copies] for i in range(0, len(drawn), copies)]
         return [sorted(group, key=lambda hypothesis: -hypothesis[1]) for group in groups]
-    if cfg.beam == 1 and not cfg.nbest:
+    if decode_cfg.beam == 1 and not decode_cfg.nbest:
         return [
             [found] for found in one_at_a_time(model, src, mask, max_lens, no_repeat_ngram=guard)
         ]
     return beam_search(
-        model, src, mask, max_lens, cfg.beam, cfg.length_penalty,
-        nbest=max(cfg.nbest, 1), no_repeat_ngram=guard,
+        model, src, mask, max_lens, decode_cfg.beam, decode_cfg.length_penalty,
+        nbest=max(decode_cfg.nbest, 1), no_repeat_ngram=guard,
     )  # fmt: skip

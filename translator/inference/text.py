@@ -45,11 +45,11 @@ class TextTranslator:
     join. Engines implement `hypotheses`."""
 
     def __init__(
-        self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig, max_positions: int
+        self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig, max_positions: int
     ):
         self.src_tok = src_tok
         self.tgt_tok = tgt_tok
-        self.decode = decode
+        self.decode_cfg = decode_cfg
         self.max_positions = max_positions
         self._cutter: Cutter | None = None
 
@@ -57,7 +57,7 @@ class TextTranslator:
         """The same engine and model with other decoding settings, e.g. beam=5, checked as
         the config checks them (a ValueError when they do not fit together)."""
         other = copy.copy(self)
-        other.decode = changed(self.decode, **changes)
+        other.decode_cfg = changed(self.decode_cfg, **changes)
         return other
 
     def translate(
@@ -80,7 +80,7 @@ class TextTranslator:
         if changes := overrides(beam, length_penalty, split, nbest):
             return self.with_decode(**changes).translate(sentences)
         lines = self.nbest_lines(sentences)
-        if self.decode.nbest:
+        if self.decode_cfg.nbest:
             return lines
         return [found[0].text if found else "" for found in lines]
 
@@ -88,10 +88,10 @@ class TextTranslator:
         """Each line's hypotheses: the i-th joins the i-th of each of its pieces (their
         last where a piece has fewer), its score their sum; a blank line has none."""
         texts = [normalize_en(s) for s in lines]
-        units, owners = document.units(texts, self.decode.split)
+        units, owners = document.units(texts, self.decode_cfg.split)
         pieces = self.cutter.pieces(units, owners)
         if pieces.cut:
-            what = "sentence" if self.decode.split else "line"
+            what = "sentence" if self.decode_cfg.split else "line"
             log.warning(
                 "%d %s%s longer than the model's %d tokens: cut at clause boundaries and "
                 "translated in pieces",
@@ -149,7 +149,7 @@ class TextTranslator:
         """How many tokens each sentence may produce: a × source length + b, within the
         model's positions (BOS takes one)."""
         lengths = torch.tensor(source_lengths)
-        limit = (lengths * self.decode.max_len_a + self.decode.max_len_b).long()
+        limit = (lengths * self.decode_cfg.max_len_a + self.decode_cfg.max_len_b).long()
         return limit.clamp(max=self.max_positions - 1)
 
     def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
@@ -164,19 +164,19 @@ class TextTranslator:
     def batches(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
         """The indices of `sources`, sorted by length, in batches of `decode.batch_size`."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        size = self.decode.batch_size
+        size = self.decode_cfg.batch_size
         return [order[start : start + size] for start in range(0, len(order), size)]
 
 
-def changed(decode: DecodeConfig, **changes) -> DecodeConfig:
+def changed(decode_cfg: DecodeConfig, **changes) -> DecodeConfig:
     """`decode` with `changes`, checked as the config checks them (ValueError: the Python
     API's error for arguments)."""
-    decode = dataclasses.replace(decode, **changes)
+    decode_cfg = dataclasses.replace(decode_cfg, **changes)
     try:
-        decode.check()
+        decode_cfg.check()
     except UserError as exc:
         raise ValueError(str(exc)) from None
-    return decode
+    return decode_cfg
 
 
 def overrides(

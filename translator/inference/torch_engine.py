@@ -32,9 +32,9 @@ class Translator(TextTranslator):
     """Our PyTorch model as the engine."""
 
     def __init__(
-        self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer, decode: DecodeConfig
+        self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig
     ):
-        super().__init__(src_tok, tgt_tok, decode, model.cfg.max_positions)
+        super().__init__(src_tok, tgt_tok, decode_cfg, model.model_cfg.max_positions)
         self.model = model
         self.config: Config | None = None  # the checkpoint's, when loaded from one
 
@@ -43,7 +43,7 @@ class Translator(TextTranslator):
         cls,
         path: str | Path,
         device: str | torch.device = "auto",
-        decode: DecodeConfig | None = None,
+        decode_cfg: DecodeConfig | None = None,
         *,
         beam: int | None = None,
         length_penalty: float | None = None,
@@ -57,9 +57,9 @@ class Translator(TextTranslator):
         tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
-        decode = changed(decode or config.decode, **overrides(beam, length_penalty))
+        decode_cfg = changed(decode_cfg or config.decode, **overrides(beam, length_penalty))
         device = pick_device(device) if isinstance(device, str) else device
-        translator = cls(for_decoding(model.to(device), decode), src_tok, tgt_tok, decode)
+        translator = cls(for_decoding(model.to(device), decode_cfg), src_tok, tgt_tok, decode_cfg)
         translator.config = config
         return translator
 
@@ -77,26 +77,26 @@ class Translator(TextTranslator):
         length into batches of `decode.batch_size`, and searched as `decode` asks
         (search.py); each may write `max_len_a × source length + max_len_b` tokens.
         Sampling draws from a generator seeded with `decode.seed` for each call."""
-        cfg = self.decode
+        decode_cfg = self.decode_cfg
         generator = None
-        if cfg.sample:
-            generator = torch.Generator(self.device).manual_seed(cfg.seed)
+        if decode_cfg.sample:
+            generator = torch.Generator(self.device).manual_seed(decode_cfg.seed)
         was_training = self.model.training
         self.model.eval()
         outputs: Found = [[] for _ in sources]
         for rows in self.batches(sources):
             src = pad([sources[i] for i in rows]).to(self.device)
             max_lens = self.limits([len(sources[i]) for i in rows])
-            found = search(self.model, src, max_lens, cfg, generator)
+            found = search(self.model, src, max_lens, decode_cfg, generator)
             for i, hypotheses in zip(rows, found, strict=True):
                 outputs[i] = hypotheses
         self.model.train(was_training)
         return outputs
 
 
-def for_decoding(model: Transformer, decode: DecodeConfig) -> Transformer:
+def for_decoding(model: Transformer, decode_cfg: DecodeConfig) -> Transformer:
     """`model` set up to decode and nothing else: eval mode, and on the CPU its linear
     layers through oneDNN (`decode.onednn`)."""
     if next(model.parameters()).device.type == "cpu":
-        use_onednn(model, decode.onednn)
+        use_onednn(model, decode_cfg.onednn)
     return model.eval()

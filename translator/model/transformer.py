@@ -168,13 +168,13 @@ class Residual(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, model_cfg: ModelConfig):
         super().__init__()
-        pre = cfg.norm == "pre"
-        self.attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
-        self.ff = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
-        self.attn_block = Residual(cfg.d_model, cfg.dropout, pre)
-        self.ff_block = Residual(cfg.d_model, cfg.dropout, pre)
+        pre = model_cfg.norm == "pre"
+        self.attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.dropout)
+        self.ff = FeedForward(model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout)
+        self.attn_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
+        self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         y, _ = self.attn(self.attn_block.input(x), mask=mask)
@@ -195,15 +195,15 @@ class LayerCache:
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, model_cfg: ModelConfig):
         super().__init__()
-        pre = cfg.norm == "pre"
-        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
-        self.cross_attn = CrossAttention(cfg.d_model, cfg.heads, cfg.dropout)
-        self.ff = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
-        self.self_block = Residual(cfg.d_model, cfg.dropout, pre)
-        self.cross_block = Residual(cfg.d_model, cfg.dropout, pre)
-        self.ff_block = Residual(cfg.d_model, cfg.dropout, pre)
+        pre = model_cfg.norm == "pre"
+        self.self_attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.dropout)
+        self.cross_attn = CrossAttention(model_cfg.d_model, model_cfg.heads, model_cfg.dropout)
+        self.ff = FeedForward(model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout)
+        self.self_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
+        self.cross_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
+        self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
 
     def forward(
         self, x: torch.Tensor, src_mask: torch.Tensor, cache: LayerCache, group: int = 1
@@ -239,20 +239,28 @@ class DecoderState:
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
+    def __init__(self, model_cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
         super().__init__()
-        self.cfg = cfg
-        pre = cfg.norm == "pre"
-        self.src_embed = Embedding(src_vocab_size, cfg.d_model, cfg.max_positions, cfg.dropout)
-        self.tgt_embed = Embedding(tgt_vocab_size, cfg.d_model, cfg.max_positions, cfg.dropout)
-        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.model_cfg = model_cfg
+        pre = model_cfg.norm == "pre"
+        self.src_embed = Embedding(
+            src_vocab_size, model_cfg.d_model, model_cfg.max_positions, model_cfg.dropout
+        )
+        self.tgt_embed = Embedding(
+            tgt_vocab_size, model_cfg.d_model, model_cfg.max_positions, model_cfg.dropout
+        )
+        self.encoder = nn.ModuleList(
+            EncoderLayer(model_cfg) for _ in range(model_cfg.encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderLayer(model_cfg) for _ in range(model_cfg.decoder_layers)
+        )
         # pre-norm leaves the residual stream unnormalised: one final norm per stack
-        self.encoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
-        self.project = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        self.encoder_norm = nn.LayerNorm(model_cfg.d_model) if pre else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(model_cfg.d_model) if pre else nn.Identity()
+        self.project = nn.Linear(model_cfg.d_model, tgt_vocab_size, bias=False)
         self._init_weights()
-        if cfg.tie_embeddings:
+        if model_cfg.tie_embeddings:
             self.project.weight = self.tgt_embed.tokens.weight
 
     def _init_weights(self) -> None:
@@ -262,7 +270,7 @@ class Transformer(nn.Module):
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=self.cfg.d_model**-0.5)
+                nn.init.normal_(module.weight, std=self.model_cfg.d_model**-0.5)
                 nn.init.zeros_(module.weight[PAD])
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:

@@ -20,17 +20,17 @@ from translator.errors import UserError
 
 
 class LRSchedule:
-    def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig):
+    def __init__(self, optimizer: torch.optim.Optimizer, train_cfg: TrainConfig):
         self.optimizer = optimizer
-        self.peak = cfg.lr
-        self.warmup = cfg.warmup_steps
-        self.kind, self.metric = cfg.schedule, cfg.plateau_metric
+        self.peak = train_cfg.lr
+        self.warmup = train_cfg.warmup_steps
+        self.kind, self.metric = train_cfg.schedule, train_cfg.plateau_metric
         self.plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer,
             mode="max" if self.metric == "bleu" else "min",
-            factor=cfg.plateau_factor,
-            patience=cfg.plateau_patience,
-            min_lr=cfg.min_lr,
+            factor=train_cfg.plateau_factor,
+            patience=train_cfg.plateau_patience,
+            min_lr=train_cfg.min_lr,
         )
 
     def before_update(self, update: int) -> None:

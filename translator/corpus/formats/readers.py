@@ -32,7 +32,6 @@ from typing import get_args
 import pandas as pd
 
 from translator.config import InputFormat
-from translator.corpus.formats import tmx
 from translator.corpus.formats.compression import open_input, reading
 from translator.corpus.formats.read_stats import ReadStats
 from translator.data.normalization import CONTROL
@@ -130,22 +129,6 @@ def detect_format(path: Path, member: str | None = None) -> str:
         f"cannot tell the format of {path} from its first line ({len(fields)} tab-separated "
         f"fields); pass --format ({', '.join(FORMATS)})"
     )
-
-
-def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]:
-    """Yield DataFrames with string columns `en` and `zh`, raw (not yet normalised), indexed
-    by line number."""
-    fmt = check_format(path, fmt)
-    if fmt == "tmx":
-        for units in tmx.unit_blocks(path):
-            pairs, block_stats = tmx.parse_unit_block(str(path), units)
-            stats.merge(block_stats)
-            yield pairs
-        return
-    for block in blocks(path):
-        pairs, block_stats = parse_block(path, fmt, block)
-        stats.merge(block_stats)
-        yield pairs
 
 
 def check_format(path: Path, fmt: str, member: str | None = None) -> str:

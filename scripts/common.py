@@ -1,0 +1,177 @@
+"""What the scripts share: where the project and the shared data are, configs read as from
+the project, the `translator` command, a corpus read whole, and the measures of a training
+step (the matrix-multiply peak, model FLOPs per target token, timed updates).
+
+A script runs from any directory: `python scripts/NAME.py` puts this folder first on the
+module path, so `import common` finds this file, and `translator` is imported as installed
+(`make install`). A config file of the project (configs/…) reads its relative paths from
+the project root, as the docs' commands are run there; any other config from the current
+directory, as `translator` reads it. Paths given on a script's command line are the
+caller's.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from translator import config as config_module
+from translator.corpora import Corpus
+from translator.corpus.formats import sources
+from translator.corpus.formats.read_stats import ReadStats
+from translator.data.batching import epoch_order
+from translator.data.tokenizer import PAD
+from translator.model import checkpoint
+from translator.model.flops import forward_flops
+from translator.model.rundir import RunDir
+from translator.training.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]  # the project
+SHARED = ROOT.parent / "shared/data"  # ../shared/data (its README says what is there)
+TATOEBA = SHARED / "tatoeba/en-cmn.tsv"
+WMT = SHARED / "wmt"
+TIMING = ("train_tokens_per_s", "minutes")  # metrics.tsv columns that differ run to run
+
+
+def config_home(path: str | Path) -> Path:
+    """The directory a config's relative paths are read from: the project root for a file
+    inside the project, else the current directory (run `translator` there too)."""
+    return ROOT if Path(path).resolve().is_relative_to(ROOT) else Path.cwd()
+
+
+def load_config(
+    path: str | Path, overrides: Sequence[str] = (), values: dict[str, Any] | None = None
+) -> config_module.Config:
+    """A config, its relative paths read from `config_home` (`--set` overrides and `values`
+    as `translator.config.load` takes them)."""
+    return config_module.load(path, overrides, values, relative_to=config_home(path))
+
+
+def load_on(
+    path: str | Path, device: str, inputs: Sequence[str] | None = None, **values: Any
+) -> config_module.Config:
+    """A config on `device` (train.device), its corpora replaced by `inputs` when given (a
+    GPU machine keeps the data elsewhere), with `values` ({"train.compile": True}…)."""
+    overrides = [f"data.inputs={list(inputs)!r}"] if inputs else []
+    return load_config(path, overrides, {"train.device": device, **values})
+
+
+def translator_command(*args: str) -> list[str]:
+    """`translator ARGS…` with this interpreter (run it in the config's `config_home`)."""
+    return [sys.executable, "-m", "translator", *args]
+
+
+def read_pairs(path: Path, fmt: str = "auto", stats: ReadStats | None = None):
+    """A corpus file's raw pairs (columns en, zh), block after block, as prepare reads it."""
+    source = sources.resolve(0, Corpus((str(path),)), fmt)
+    for block in sources.blocks(source):
+        pairs, found = sources.parse(source, block)
+        if stats is not None:
+            stats.merge(found)
+        yield pairs
+
+
+def run_differences(a: Path, b: Path) -> list[str]:
+    """What differs between two finished runs' last.pt weights and metrics.tsv (but its
+    timing columns); empty: nothing."""
+    problems = []
+    wa, wb = (checkpoint.load(RunDir(d).last)["model"] for d in (a, b))
+    for name, tensor in wa.items():
+        if not torch.equal(tensor, wb[name]):
+            problems.append(f"weights {name} differ by {(tensor - wb[name]).abs().max():.3g}")
+    rows = [
+        [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(d).metric_rows()]
+        for d in (a, b)
+    ]
+    if rows[0] != rows[1]:
+        problems.append("metrics.tsv differs")
+    return problems
+
+
+# ---- the measures of a training step --------------------------------------------------
+def sync() -> None:
+    """Wait for the GPU, so that a timer read next includes its work."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def matmul_peak(device: torch.device | str) -> tuple[float, str]:
+    """The FLOP/s of a square matrix multiply, the peak MFU is reported against: fp32 2048³
+    on the CPU, bf16 8192³ on CUDA; at least 5 runs and 2 seconds after a warm-up."""
+    cuda = torch.device(device).type == "cuda"
+    n, dtype = (8192, torch.bfloat16) if cuda else (2048, torch.float32)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(2):
+        a @ b
+    sync()
+    runs, start = 0, time.perf_counter()
+    while runs < 5 or time.perf_counter() - start < 2:
+        a @ b
+        runs += 1
+        sync()
+    return 2 * n**3 * runs / (time.perf_counter() - start), f"{str(dtype)[6:]} {n}³ matmul"
+
+
+def flops_per_token(trainer: Trainer, sample: int | None = None) -> float:
+    """Model FLOPs (forward + backward ≈ 3× forward) per target token, over the real
+    (unpadded) lengths of every training batch, or of `sample` batches spread over them."""
+    model_cfg, plan = trainer.config.model, trainer.data.train
+    vocab = trainer.tgt_tok.get_piece_size()
+    picked = range(len(plan))
+    if sample is not None:
+        picked = np.linspace(0, len(plan) - 1, min(sample, len(plan))).astype(int)
+    flops = tokens = 0
+    for i in picked:
+        batch = plan[int(i)]
+        src_lens = batch.src_mask[:, 0, 0].sum(dim=1).tolist()
+        tgt_lens = (batch.tgt_out != PAD).sum(dim=1).tolist()
+        for s, t in zip(src_lens, tgt_lens, strict=True):
+            flops += 3 * forward_flops(model_cfg, s, t, vocab)
+            tokens += t
+    return flops / tokens
+
+
+class Steps:
+    """Updates of one Trainer, one batch each, over a fixed seeded order of its batches."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer, self.next = trainer, 0
+        self.order = epoch_order(len(trainer.data.train), trainer.config.train.seed, 0)
+        trainer.model.train()
+
+    def run(self, n: int) -> tuple[int, float, float, torch.Tensor]:
+        """n updates: target tokens, wall seconds, host seconds fetching batches, losses."""
+        sync()
+        tokens, fetch, losses = 0, 0.0, []
+        start = time.perf_counter()
+        for _ in range(n):
+            began = time.perf_counter()
+            batch = self.trainer.data.train[int(self.order[self.next % len(self.order)])]
+            fetch += time.perf_counter() - began
+            self.next += 1
+            losses.append(self.trainer.train_step([batch]) / batch.n_tokens)
+            tokens += batch.n_tokens
+        sync()
+        return tokens, time.perf_counter() - start, fetch, torch.stack(losses).float().cpu()
+
+
+def bf16_vs_fp32(config: config_module.Config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The losses of the same `n` updates from the same seed, under the trainer's autocast
+    (bf16 on CUDA) and in fp32."""
+    curves = []
+    for bf16 in (True, False):
+        trainer = Trainer(config, progress=False)
+        if not bf16:
+            trainer.autocast = nullcontext()
+        curves.append(Steps(trainer).run(n)[3])
+        del trainer
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return curves[0], curves[1]
