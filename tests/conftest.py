@@ -107,9 +107,9 @@ def config(tmp_path: Path, corpus: Path) -> Config:
     """The tiny config over `corpus`, prepared (a test file's own `config` takes precedence)."""
     from translator.corpus.pipeline import prepare
 
-    cfg = tiny_config(tmp_path)
-    prepare(cfg.data)
-    return cfg
+    prepared = tiny_config(tmp_path)
+    prepare(prepared.data)
+    return prepared
 
 
 def run_cli(

@@ -111,7 +111,7 @@ def sequence_log_prob(model, src, hyp):
 @pytest.mark.parametrize("seed", range(5))
 def test_wide_beam_finds_the_exhaustive_optimum(limit, alpha, seed):
     torch.manual_seed(seed)
-    cfg = ModelConfig(
+    model_cfg = ModelConfig(
         encoder_layers=1,
         decoder_layers=1,
         d_model=16,
@@ -120,7 +120,7 @@ def test_wide_beam_finds_the_exhaustive_optimum(limit, alpha, seed):
         dropout=0.0,
         max_positions=8,
     )
-    model = Transformer(cfg, 10, 6).eval()  # outputs: UNK, EOS, 4, 5
+    model = Transformer(model_cfg, 10, 6).eval()  # outputs: UNK, EOS, 4, 5
     src = torch.tensor([[4, 5, 6, EOS]])
     words = [UNK, 4, 5]
     with torch.inference_mode():

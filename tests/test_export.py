@@ -160,7 +160,7 @@ def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path
     run = trained.parents[1]
     config = tiny_config(run.parent)
     (tmp_path / "tiny.toml").write_text(to_toml(config.to_dict()))
-    cfg = ["-c", str(tmp_path / "tiny.toml")]
+    given = ["-c", str(tmp_path / "tiny.toml")]
 
     exported = run_cli("export", str(run), "--out", "ct2", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
@@ -169,21 +169,21 @@ def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path
 
     engine = ["--engine", "ctranslate2", "--model", "ct2"]
     stdin = "Tom can see the cat.\n\nWe will buy the car.\n"
-    ours = run_cli("translate", *cfg, "-", cwd=tmp_path, stdin=stdin)
-    theirs = run_cli("translate", *cfg, *engine, "-", cwd=tmp_path, stdin=stdin)
+    ours = run_cli("translate", *given, "-", cwd=tmp_path, stdin=stdin)
+    theirs = run_cli("translate", *given, *engine, "-", cwd=tmp_path, stdin=stdin)
     assert ours.returncode == 0 and theirs.returncode == 0, theirs.stderr
     assert theirs.stdout == ours.stdout and len(ours.stdout.split("\n")) == 4
 
     for beam in ("1", "4"):
         scored = [
-            run_cli("eval", *cfg, *extra, "--beam", beam, "--length-penalty", "0", cwd=tmp_path)
+            run_cli("eval", *given, *extra, "--beam", beam, "--length-penalty", "0", cwd=tmp_path)
             for extra in ([], engine)
         ]
         assert all(s.returncode == 0 for s in scored), scored[1].stderr
         assert scored[0].stdout.splitlines()[0] == scored[1].stdout.splitlines()[0]  # BLEU
     assert (tmp_path / "ct2.test.en.beam4.hyp").is_file()
 
-    missing = run_cli("translate", *cfg, "--engine", "ctranslate2", "Hi.", cwd=tmp_path)
+    missing = run_cli("translate", *given, "--engine", "ctranslate2", "Hi.", cwd=tmp_path)
     assert_one_line_error(missing, "decode.model_dir", "--model DIR")
 
 

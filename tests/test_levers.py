@@ -160,9 +160,9 @@ def sampled_config(tmp_path, **data):
 
 
 def test_prepare_samples_only_the_train_split_and_keeps_the_text(tmp_path, corpus):
-    cfg = sampled_config(tmp_path)
-    prepare(cfg.data)
-    d = cfg.data.dir
+    sampled = sampled_config(tmp_path)
+    prepare(sampled.data)
+    d = sampled.data.dir
     names = sorted(p.name for p in (tmp_path / "prepared").glob("*.s[0-9]*"))
     assert names == sorted(
         f"train.{lang}.s{k}.{kind}"
@@ -185,14 +185,14 @@ def test_prepare_samples_only_the_train_split_and_keeps_the_text(tmp_path, corpu
             assert sampled.lengths().sum() > plain.lengths().sum()  # dropout splits pieces
         assert changed > 0
     first = ids_file(d, "train", "zh", 2).read_bytes()
-    encode_splits(d, threads=2, sampling=SubwordSampling.of(cfg.data))
+    encode_splits(d, threads=2, sampling=SubwordSampling.of(sampled.data))
     assert ids_file(d, "train", "zh", 2).read_bytes() == first  # reproducible from the seed
 
 
 def test_epochs_take_the_sampled_encodings_in_turn(tmp_path, corpus):
-    cfg = sampled_config(tmp_path)
-    prepare(cfg.data)
-    data = load_training_data(cfg)
+    sampled = sampled_config(tmp_path)
+    prepare(sampled.data)
+    data = load_training_data(sampled)
     assert len(data.train.samples) == 2 and not data.valid.samples
     for epoch in range(4):
         planned = data.train.epoch(epoch)
@@ -205,16 +205,17 @@ def test_epochs_take_the_sampled_encodings_in_turn(tmp_path, corpus):
 
 
 def test_a_changed_sampling_is_encoded_again_and_an_old_one_removed(tmp_path, corpus):
-    cfg = sampled_config(tmp_path)
-    prepare(cfg.data)
-    d = cfg.data.dir
-    assert up_to_date(d, SubwordSampling.of(cfg.data)) and not up_to_date(d)
-    cfg.data.subword_sampling = 3
-    assert not up_to_date(d, SubwordSampling.of(cfg.data))
-    load_training_data(cfg)  # train encodes what the config asks for
-    assert ids_file(d, "train", "en", 3).is_file() and up_to_date(d, SubwordSampling.of(cfg.data))
-    cfg.data.subword_sampling = 0
-    load_training_data(cfg)
+    sampled = sampled_config(tmp_path)
+    prepare(sampled.data)
+    d = sampled.data.dir
+    assert up_to_date(d, SubwordSampling.of(sampled.data)) and not up_to_date(d)
+    sampled.data.subword_sampling = 3
+    assert not up_to_date(d, SubwordSampling.of(sampled.data))
+    load_training_data(sampled)  # train encodes what the config asks for
+    assert ids_file(d, "train", "en", 3).is_file()
+    assert up_to_date(d, SubwordSampling.of(sampled.data))
+    sampled.data.subword_sampling = 0
+    load_training_data(sampled)
     assert not list((tmp_path / "prepared").glob("*.s[0-9]*")) and up_to_date(d)
 
 
@@ -222,13 +223,13 @@ def test_only_the_sides_asked_for_are_sampled(tmp_path, corpus):
     assert SubwordSampling.of(DataConfig(subword_sampling=2, subword_sides="src")).langs == ("en",)
     assert SubwordSampling.of(DataConfig(subword_sampling=2, subword_sides="tgt")).langs == ("zh",)
     assert SubwordSampling.of(DataConfig(subword_sampling=0)).langs == ()
-    cfg = sampled_config(tmp_path, subword_sides="tgt")
-    prepare(cfg.data)
-    data = load_training_data(cfg)
+    sampled = sampled_config(tmp_path, subword_sides="tgt")
+    prepare(sampled.data)
+    data = load_training_data(sampled)
     src, tgt = data.train.samples[0]
-    assert np.array_equal(src.lengths(), open_ids(cfg.data.dir, "train", "en").lengths())
-    assert not ids_file(cfg.data.dir, "train", "en", 1).exists()
-    assert ids_file(cfg.data.dir, "train", "zh", 1).is_file() and len(tgt) == len(src)
+    assert np.array_equal(src.lengths(), open_ids(sampled.data.dir, "train", "en").lengths())
+    assert not ids_file(sampled.data.dir, "train", "en", 1).exists()
+    assert ids_file(sampled.data.dir, "train", "zh", 1).is_file() and len(tgt) == len(src)
 
 
 @pytest.mark.parametrize(
@@ -251,9 +252,9 @@ def test_lever_settings_are_checked(section, values, message):
 def test_validation_and_test_lines_are_untouched_by_sampling(tmp_path, corpus):
     """What is scored is the split's text: sampling changes only train's ids."""
     plain, sampled = tiny_config(tmp_path / "a"), sampled_config(tmp_path / "b")
-    for cfg in (plain, sampled):
-        cfg.data.inputs = [str(corpus)]
-        prepare(cfg.data)
+    for each in (plain, sampled):
+        each.data.inputs = [str(corpus)]
+        prepare(each.data)
     for split in ("valid", "test"):
         for lang in ("en", "zh"):
             a = read_lines(split_file(plain.data.dir, split, lang))

@@ -12,8 +12,8 @@ from translator.model.transformer import Transformer
 
 def test_bf16_autocast_training_step_and_decoding(tmp_path):
     torch.manual_seed(0)
-    cfg = tiny_config(tmp_path).model
-    model = Transformer(cfg, 40, 50)
+    model_cfg = tiny_config(tmp_path).model
+    model = Transformer(model_cfg, 40, 50)
     seqs = [torch.randint(4, 40, (n,)).numpy() for n in (3, 5, 7, 9)]
     batch = make_batches(seqs, seqs, max_tokens=64)[0]
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -13,7 +13,7 @@ SRC_V, TGT_V = 50, 60
 
 def model(**overrides) -> Transformer:
     torch.manual_seed(0)
-    cfg = ModelConfig(
+    model_cfg = ModelConfig(
         encoder_layers=2,
         decoder_layers=2,
         d_model=32,
@@ -23,7 +23,7 @@ def model(**overrides) -> Transformer:
         max_positions=40,
         **overrides,
     )
-    return Transformer(cfg, SRC_V, TGT_V).eval()
+    return Transformer(model_cfg, SRC_V, TGT_V).eval()
 
 
 def ids(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:

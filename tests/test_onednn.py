@@ -22,8 +22,8 @@ needs_onednn = pytest.mark.skipif(not onednn.available(), reason="oneDNN needs a
 
 def tiny_model(seed: int = 0) -> Transformer:
     torch.manual_seed(seed)
-    cfg = ModelConfig(encoder_layers=2, decoder_layers=2, d_model=32, heads=4, ff_dim=64)
-    return Transformer(cfg, 50, 60).eval()
+    model_cfg = ModelConfig(encoder_layers=2, decoder_layers=2, d_model=32, heads=4, ff_dim=64)
+    return Transformer(model_cfg, 50, 60).eval()
 
 
 def linear_kinds(model: nn.Module) -> set[type]:

@@ -92,13 +92,13 @@ def test_cli_release_then_translate_eval_info_and_serve_load_it(trained, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "wrote model.pt:" in done.stdout and "bfloat16 weights" in done.stdout
     config = tiny_config(trained.parents[2])
-    cfg = ["-c", "config.toml"]
+    config_args = ["-c", "config.toml"]
     (tmp_path / "config.toml").write_text(f'[data]\ndir = "{config.data.dir}"\n', encoding="utf-8")
     said = run_cli(
-        "translate", *cfg, "--checkpoint", "model.pt", "Tom can see the cat.", cwd=tmp_path
+        "translate", *config_args, "--checkpoint", "model.pt", "Tom can see the cat.", cwd=tmp_path
     )
     assert said.returncode == 0 and said.stdout.strip(), said.stderr
-    scored = run_cli("eval", *cfg, "--checkpoint", "model.pt", cwd=tmp_path)
+    scored = run_cli("eval", *config_args, "--checkpoint", "model.pt", cwd=tmp_path)
     assert scored.returncode == 0 and "BLEU = " in scored.stdout, scored.stderr
     info = run_cli("info", "model.pt", cwd=tmp_path)
     assert f"release of {trained}: bfloat16 weights, no training state" in info.stdout

@@ -25,10 +25,10 @@ from translator.training.trainer import (
 CPU = torch.device("cpu")
 
 
-def with_train(cfg, **values):
+def with_train(config, **values):
     for key, value in values.items():
-        setattr(cfg.train, key, value)
-    return cfg
+        setattr(config.train, key, value)
+    return config
 
 
 def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):

@@ -62,7 +62,7 @@ class CTranslate2Translator(TextTranslator):
         workers: int = 1,
         compute_type: str = "default",
     ) -> CTranslate2Translator:
-        """Load an exported directory. `decode`: the settings to use (default: the ones
+        """Load an exported directory. `decode_cfg`: the settings to use (default: the ones
         exported with the model); `threads` per worker (0: CTranslate2's default)."""
         ctranslate2 = require_ctranslate2()
         model_dir = Path(model_dir)

@@ -14,7 +14,7 @@ from translator.runtime import pick_device
 
 def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
     """The engine `decode.engine` names: our model from `checkpoint` (on `train.device`),
-    or the CTranslate2 directory `decode.model_dir`; decoding settings from `decode`."""
+    or the CTranslate2 directory `decode.model_dir`; decoding settings from `[decode]`."""
     device = pick_device(config.train.device)
     if config.decode.engine == "ctranslate2":
         from translator.inference.ct2_engine import CTranslate2Translator

@@ -169,7 +169,7 @@ class TextTranslator:
 
 
 def changed(decode_cfg: DecodeConfig, **changes) -> DecodeConfig:
-    """`decode` with `changes`, checked as the config checks them (ValueError: the Python
+    """`decode_cfg` with `changes`, checked as the config checks them (ValueError: the Python
     API's error for arguments)."""
     decode_cfg = dataclasses.replace(decode_cfg, **changes)
     try:

@@ -49,7 +49,7 @@ class Translator(TextTranslator):
         length_penalty: float | None = None,
     ) -> Translator:
         """The model and tokenizers saved in a checkpoint, loaded once. Decoding settings:
-        `decode`, else the ones the checkpoint was trained with; `beam` and
+        `decode_cfg`, else the ones the checkpoint was trained with; `beam` and
         `length_penalty` override either. The checkpoint's config is `.config`."""
         payload = load_checkpoint(path)
         config = from_dict(payload["config"])
@@ -74,7 +74,7 @@ class Translator(TextTranslator):
 
     def hypotheses(self, sources: Sequence[np.ndarray]) -> Found:
         """Source ids → each one's hypotheses, in input order. Sentences are sorted by
-        length into batches of `decode.batch_size`, and searched as `decode` asks
+        length into batches of `decode.batch_size`, and searched as `[decode]` asks
         (search.py); each may write `max_len_a × source length + max_len_b` tokens.
         Sampling draws from a generator seeded with `decode.seed` for each call."""
         decode_cfg = self.decode_cfg

@@ -129,6 +129,8 @@ def exit_finished_worker() -> None:
         os._exit(0)
 
 
-def finish(ranks: Ranks) -> None:
-    if ranks.active and dist.is_initialized():
+def finish() -> None:
+    """Leave the process group `init` joined, if it did: also after an error while the
+    Trainer was being built, so that no worker exits with the group alive."""
+    if launched_by_torchrun() and dist.is_initialized():
         dist.destroy_process_group()

@@ -118,14 +118,14 @@ def train(
     if config.train.init_from and not resume:  # checked before anything is loaded or written
         config = resolved(config)
         weights = initial_weights(config)
-    trainer = Trainer(config, progress)
-    try:
+    try:  # the Trainer joins torchrun's process group: it is left whatever happens
+        trainer = Trainer(config, progress)
         trainer.open_run(resume, overwrite, weights)
         result = trainer.fit()
         distributed.wait_for_all(trainer.ranks)
         return result
     finally:
-        distributed.finish(trainer.ranks)
+        distributed.finish()
 
 
 class Trainer:
@@ -151,7 +151,7 @@ class Trainer:
             torch.manual_seed(train_cfg.seed + self.ranks.rank)
             log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # all of training/
         self.replicated = replicated
-        # what an update calls: the model (under DDP, replicated), compiled with train_cfg.compile;
+        # what an update calls: the model (under DDP, replicated), compiled with train.compile;
         # it shares the model's parameters, and checkpoints save the model
         self.step_module = (
             torch.compile(replicated, dynamic=True) if train_cfg.compile else replicated
@@ -230,14 +230,15 @@ class Trainer:
 
     # ---- stopping ----------------------------------------------------------------------
     def stop_before_epoch(self) -> StopReason | None:
-        """Whether the run is over before another epoch starts (all ranks agree: every value
-        read here is shared, and the clock was agreed on by stop_requested)."""
+        """Whether the run is over before another epoch starts, as one decision for all
+        ranks (the counters are shared; each rank's clock is not, so the budget is agreed)."""
         train_cfg, state = self.config.train, self.state
         if state.epoch >= train_cfg.max_epochs:
             return StopReason.MAX_EPOCHS
         if state.bad_epochs >= train_cfg.patience:
             return StopReason.EARLY_STOPPING
-        if state.step and self.budget_used():  # a new run makes one update
+        used = state.step > 0 and self.budget_used()  # a new run makes one update
+        if distributed.highest(int(used), self.ranks):
             return self.budget_reason()
         return None
 
