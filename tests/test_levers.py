@@ -160,9 +160,9 @@ def sampled_config(tmp_path, **data):
 
 
 def test_prepare_samples_only_the_train_split_and_keeps_the_text(tmp_path, corpus):
-    sampled = sampled_config(tmp_path)
-    prepare(sampled.data)
-    d = sampled.data.dir
+    with_sampling = sampled_config(tmp_path)
+    prepare(with_sampling.data)
+    d = with_sampling.data.dir
     names = sorted(p.name for p in (tmp_path / "prepared").glob("*.s[0-9]*"))
     assert names == sorted(
         f"train.{lang}.s{k}.{kind}"
@@ -185,7 +185,7 @@ def test_prepare_samples_only_the_train_split_and_keeps_the_text(tmp_path, corpu
             assert sampled.lengths().sum() > plain.lengths().sum()  # dropout splits pieces
         assert changed > 0
     first = ids_file(d, "train", "zh", 2).read_bytes()
-    encode_splits(d, threads=2, sampling=SubwordSampling.of(sampled.data))
+    encode_splits(d, threads=2, sampling=SubwordSampling.of(with_sampling.data))
     assert ids_file(d, "train", "zh", 2).read_bytes() == first  # reproducible from the seed
 
 
