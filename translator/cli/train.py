@@ -52,7 +52,6 @@ def train(
     set_: SetOpt = None,
 ):
     """Train the Transformer on the prepared data; checkpoints go to train.run_dir."""
-    from translator.training.distributed import exit_finished_worker
     from translator.training.trainer import Interrupted
     from translator.training.trainer import train as run_train
 
@@ -85,7 +84,6 @@ def train(
     typer.echo(
         f"best valid BLEU {result.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
     )
-    exit_finished_worker()  # under torchrun: no interpreter teardown (see there)
 
 
 @app.command()

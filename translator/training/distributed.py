@@ -11,13 +11,22 @@ learning rate) is made from values all ranks share: reduced or broadcast from ra
 Only rank 0 writes checkpoints, metrics and progress bars. Backend: nccl on CUDA, gloo on
 the CPU. Without torchrun there is one process and nothing here does anything; under torchrun
 with one process the same DDP path runs, with nothing to exchange.
+
+Two process groups: the default one carries DistributedDataParallel's gradients and
+nothing else; every value the host reads (losses, stop decisions, validation results,
+random states) travels over a gloo group of its own, `Ranks.control`. DDP keeps its group
+alive after `destroy_process_group()` (PyTorch holds it from C++), so that group's gloo
+threads run on into the interpreter's exit; a gloo thread that then frees the last
+reference to a tensor created in Python needs the interpreter's lock, is killed instead,
+and the worker dies with "terminate called without an active exception" (SIGABRT) after
+its run finished. The control group is really destroyed, its threads joined, while the
+interpreter is alive, and DDP's group never holds a tensor Python made (its buffers, the
+constant position tables, are not broadcast).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +41,7 @@ class Ranks:
     world: int = 1
     local_rank: int = 0
     active: bool = False  # in a process group (under torchrun, one process included)
-    control: Any = None  # the gloo group for host-side decisions (None: the default group)
+    control: Any = None  # the gloo group for what the host reads (DDP's group never carries it)
 
     @property
     def main(self) -> bool:
@@ -53,7 +62,7 @@ def init(device: torch.device) -> tuple[Ranks, torch.device]:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    control = dist.new_group(backend="gloo") if device.type == "cuda" else None
+    control = dist.new_group(backend="gloo")
     ranks = Ranks(dist.get_rank(), dist.get_world_size(), local_rank, True, control)
     return ranks, device
 
@@ -71,12 +80,12 @@ def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
     return shares
 
 
-def sum_all(value: torch.Tensor, ranks: Ranks) -> torch.Tensor:
-    """The sum over ranks (a copy; `value` itself is left as it is)."""
-    total = value.detach().clone()
+def sum_all(value: torch.Tensor, ranks: Ranks) -> float:
+    """The sum over ranks of a one-number tensor, read on the host (a host-device sync)."""
+    total = value.detach().to("cpu", copy=True)
     if ranks.active:
-        dist.all_reduce(total)
-    return total
+        dist.all_reduce(total, group=ranks.control)
+    return total.item()
 
 
 def highest(value: int, ranks: Ranks) -> int:
@@ -110,23 +119,10 @@ def gather(value: Any, ranks: Ranks) -> list[Any]:
 
 
 def wait_for_all(ranks: Ranks) -> None:
-    """Return when every rank has got here: at the end of a run, so that no rank tears its
-    process group down while rank 0 still writes (a rank exiting early has aborted in
-    gloo's teardown)."""
+    """Return when every rank has got here: at the end of a run, so that the ranks leave
+    the groups together, once rank 0 has written its last files."""
     if ranks.active:
         dist.barrier(group=ranks.control)
-
-
-def exit_finished_worker() -> None:
-    """End a torchrun worker whose run finished and whose process group is gone, without
-    the interpreter's own teardown: on CI a finished rank has aborted there ("terminate
-    called without an active exception", SIGABRT) after all its work was written. Output
-    is flushed first; checkpoints are already on disk (written atomically, fsynced)."""
-    if launched_by_torchrun():
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 def finish() -> None:

@@ -147,7 +147,11 @@ class Trainer:
         replicated = self.model
         if self.ranks.active:  # parameters start as rank 0's; dropout differs per rank
             ids = [self.device.index] if self.device.type == "cuda" else None
-            replicated = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+            replicated = torch.nn.parallel.DistributedDataParallel(
+                self.model,
+                device_ids=ids,
+                broadcast_buffers=False,  # buffers: constant tables
+            )
             torch.manual_seed(train_cfg.seed + self.ranks.rank)
             log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # all of training/
         self.replicated = replicated
@@ -384,7 +388,7 @@ class Trainer:
 
     def global_loss(self) -> float:
         """The epoch's summed training loss so far, over all ranks."""
-        return distributed.sum_all(self.epoch_loss, self.ranks).item()
+        return distributed.sum_all(self.epoch_loss, self.ranks)
 
     def check_finite(self, loss: float) -> None:
         if not math.isfinite(loss):
