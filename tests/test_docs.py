@@ -1,7 +1,9 @@
 """Every relative link in README.md, CHANGELOG.md and docs/*.md resolves: the file exists, and
-an #anchor names a heading of the target page (GitHub's slugs)."""
+an #anchor names a heading of the target page (GitHub's slugs); the import layers that
+docs/architecture.md lists are pyproject.toml's."""
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,3 +65,17 @@ def test_the_checker_finds_a_missing_file_and_a_missing_heading(tmp_path):
         "page.md: missing.md (no such file)",
         "page.md: other.md#nothing (no heading #nothing)",
     ]
+
+
+def test_the_architecture_page_lists_the_import_layers_pyproject_declares():
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = declared["tool"]["importlinter"]["contracts"][0]["layers"]
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = page.split("## The import contract", 1)[1].split("```")[1].strip()
+    assert block.splitlines() == layers
+    assert "exclude_type_checking_imports" not in declared["tool"]["importlinter"]
