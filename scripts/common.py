@@ -172,6 +172,5 @@ def bf16_vs_fp32(config: config_module.Config, n: int) -> tuple[torch.Tensor, to
             trainer.autocast = nullcontext()
         curves.append(Steps(trainer).run(n)[3])
         del trainer
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
     return curves[0], curves[1]

@@ -1,35 +1,21 @@
 """Plain, in-memory versions of what the library streams or batches, for the tests to compare
-it against: whole corpora read into frames, pairs encoded into lists and batched at once,
-the split as a Series of names, greedy search without its scores."""
+it against: pairs encoded into lists and batched at once, the split as a Series of names,
+greedy search without its scores. (A corpus read whole is scripts/common.read_pairs.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from translator.corpora import Corpus
-from translator.corpus.formats import sources
-from translator.corpus.formats.read_stats import ReadStats
 from translator.corpus.split import SPLIT_NAMES, plan_split, sentence_keys
 from translator.data.batching import Batch, collate_padded, encode, pad, plan_batches
 from translator.data.tokenizer import Tokenizer
 from translator.inference.search import one_at_a_time
 from translator.model.transformer import Transformer
-
-
-def read_pairs(path: Path, fmt: str, stats: ReadStats) -> Iterator[pd.DataFrame]:
-    """A corpus file's raw pairs, block after block (what prepare's workers parse), its
-    skipped rows counted into `stats`."""
-    source = sources.resolve(0, Corpus((str(path),)), fmt)
-    for block in sources.blocks(source):
-        pairs, found = sources.parse(source, block)
-        stats.merge(found)
-        yield pairs
 
 
 def encode_pairs(

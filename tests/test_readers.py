@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from reference import read_pairs
+from common import read_pairs
 
 from translator.corpus.formats.readers import ReadStats, detect_format
 from translator.errors import UserError

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from common import read_pairs
 from conftest import tiny_config
-from reference import encode_pairs, make_batches, read_pairs, split_pairs
+from reference import encode_pairs, make_batches, split_pairs
 
 from translator.config import Config
 from translator.corpus import split_writer

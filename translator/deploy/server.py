@@ -14,7 +14,7 @@ runs in a worker thread while the next batch gathers, so throughput grows with
 concurrency. Requests with different settings (beam, split, nbest) are decoded in separate
 groups. At most `serve.max_queue` sentences wait: a request beyond that gets 503 with
 Retry-After at once. What a request may cost before the app sees it (body size, read and
-answer timeouts, clients that leave) is serve_cfg.py's; its body is checked against the
+answer timeouts, clients that leave) is limits.py's; its body is checked against the
 models of schema.py, which `/openapi.json` publishes. A bad request (too large, not JSON or
 not acceptable JSON, wrong types, an empty list, too many or too long sentences, a beam or
 nbest out of range) gets a 4xx JSON `{"error": ...}`, never a 500.
