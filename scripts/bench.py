@@ -5,9 +5,11 @@ scripts/reference/naive.py, on the same data with the same model size.
     python scripts/bench.py --train-seconds 120     # longer training measurements
     python scripts/bench.py --device cuda -c configs/tatoeba-gpu.toml   # on a GPU (bf16)
 
-1. training target tokens/s: our Trainer (token-budget batches) vs the reference trainer
-   (32-sentence batches), each after a short warm-up; model FLOPs/s and MFU against the
-   measured matrix-multiply peak (fp32 2048³ on CPU, bf16 8192³ on CUDA).
+1. training target tokens/s: our Trainer (token-budget batches) in fp32 and in bf16
+   (train.precision) vs the reference trainer (32-sentence batches, fp32), each after a
+   short warm-up; model FLOPs/s and MFU against the measured matrix-multiply peak (fp32
+   2048³ on CPU, bf16 8192³ on CUDA). The train= ratio is ours in the config's precision
+   (auto: bf16 on CUDA and on CPUs with bf16 instructions) over the reference.
 2. decoding the same sentences (valid + test splits, 1,500 by default): the reference's
    full re-decode greedy vs our cached greedy (outputs must be identical) vs our beam 5.
 3. the decoding engines (when CTranslate2 is installed): our PyTorch decoder against
@@ -23,7 +25,7 @@ The reference trains first, in a default process; then the allocator setting the
 CLI applies (translator/runtime.py) is switched on for our training and for all decoding.
 The decoding model is --checkpoint, else the config's run best.pt if there is one, else
 the model our trainer trained in step 1 (much less trained: outputs are longer).
-Ends with one line: ratios: train=… greedy=… beam5=… mfu=…
+Ends with one line: ratios: train=… train_bf16_vs_fp32=… greedy=… beam5=… mfu=…
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from common import ROOT, flops_per_token, load_config, matmul_peak
+from common import ROOT, flops_per_token, load_config, matmul_peak, prime_shapes, with_values
 from reference import naive
 
 from translator.config import Config
@@ -60,7 +62,8 @@ from translator.training.trainer import Trainer
 
 def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
     """Target tokens/s of the Trainer's own updates (Trainer.fit's inner loop, without
-    logging, checkpoints or validation), epoch after epoch."""
+    logging, checkpoints or validation), epoch after epoch, after one update of each batch
+    shape and `warmup` seconds."""
 
     def run(duration: float) -> tuple[int, float]:
         end, tokens, spent = time.perf_counter() + duration, 0, 0.0
@@ -76,6 +79,7 @@ def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
                     return tokens, spent
             trainer.state.start_next_epoch()
 
+    prime_shapes(trainer)
     run(warmup)
     tokens, spent = run(seconds)
     return tokens / spent
@@ -350,8 +354,15 @@ def main() -> None:
         )
         rows.append(("reference", "32 sentences/batch", ref))
     keep_freed_memory()  # what the translator CLI does; from here on for every measurement
-    ours = bench_ours(trainer, args.train_seconds, args.warmup_seconds)
-    rows.append(("ours", f"token budget {config.train.max_tokens}", ours))
+    speed = {}  # ours in each precision, the config's own (train.precision auto) last
+    other = "fp32" if trainer.precision == "bf16" else "bf16"
+    for precision in (other, trainer.precision):
+        run = trainer
+        if precision != trainer.precision:
+            run = Trainer(with_values(config, train__precision=precision), progress=False)
+        speed[precision] = bench_ours(run, args.train_seconds, args.warmup_seconds)
+        rows.append(("ours", f"{config.train.max_tokens} tokens, {precision}", speed[precision]))
+    ours = speed[trainer.precision]
     base = rows[0][2]
     print(f"training, {args.train_seconds:g} s each     tgt tok/s   GFLOP/s    MFU   ratio")
     for name, batching, rate in rows:
@@ -360,6 +371,10 @@ def main() -> None:
             f"  {name:9s} {batching:20s} {rate:8.0f}  {gflops:8.1f}  {gflops * 1e9 / peak:5.0%}"
             f"  {rate / base:6.2f}"
         )
+    print(
+        f"  (MFU against the {peak_name}; ours in {trainer.precision}, the config's "
+        f"precision here, is {ours / speed[other]:.2f}x ours in {other})"
+    )
     mfu = ours * per_token / peak
 
     greedy = replace(config.decode, beam=1)  # whatever decode.beam says: greedy is greedy
@@ -416,9 +431,11 @@ def main() -> None:
         print_rows(found, n)
         engines = " " + summary(found)
     train_ratio = ours / rows[0][2] if not args.skip_reference_training else float("nan")
+    bf16_vs_fp32 = speed["bf16"] / speed["fp32"]
     print(
-        f"\nratios: train={train_ratio:.2f} greedy={ref_time / greedy_time:.2f} "
-        f"beam5={ref_time / beam_time:.2f} mfu={mfu:.2f}{engines}"
+        f"\nratios: train={train_ratio:.2f} train_bf16_vs_fp32={bf16_vs_fp32:.2f} "
+        f"greedy={ref_time / greedy_time:.2f} beam5={ref_time / beam_time:.2f} "
+        f"mfu={mfu:.2f}{engines}"
     )
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +101,12 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def matmul_peak(device: torch.device | str) -> tuple[float, str]:
+def matmul_peak(device: torch.device | str, dtype: torch.dtype | None = None) -> tuple[float, str]:
     """The FLOP/s of a square matrix multiply, the peak MFU is reported against: fp32 2048³
-    on the CPU, bf16 8192³ on CUDA; at least 5 runs and 2 seconds after a warm-up."""
+    on the CPU, bf16 8192³ on CUDA (or `dtype` at that size); at least 5 runs and 2
+    seconds after a warm-up."""
     cuda = torch.device(device).type == "cuda"
-    n, dtype = (8192, torch.bfloat16) if cuda else (2048, torch.float32)
+    n, dtype = (8192, dtype or torch.bfloat16) if cuda else (2048, dtype or torch.float32)
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     for _ in range(2):
         a @ b
@@ -117,6 +117,24 @@ def matmul_peak(device: torch.device | str) -> tuple[float, str]:
         runs += 1
         sync()
     return 2 * n**3 * runs / (time.perf_counter() - start), f"{str(dtype)[6:]} {n}³ matmul"
+
+
+def prime_shapes(trainer: Trainer, most: int | None = None) -> int:
+    """One update of each distinct batch shape of the first epoch (the first `most`), so
+    that what is built once per shape (oneDNN's bf16 kernels on a CPU, compiled graphs) is
+    built before timing starts; the epoch's counters are left as they were. Returns how
+    many updates it made."""
+    plan = trainer.data.train.epoch(0)
+    first: dict[tuple, int] = {}
+    for i, shape in enumerate(plan.shapes.tolist()):
+        first.setdefault(tuple(shape), i)
+    state = trainer.state
+    saved = state.position, state.epoch_tokens, state.epoch_seconds
+    picked = list(first.values())[:most]
+    for i in picked:
+        trainer.update(plan, [i])
+    state.position, state.epoch_tokens, state.epoch_seconds = saved
+    return len(picked)
 
 
 def flops_per_token(trainer: Trainer, sample: int | None = None) -> float:
@@ -133,7 +151,8 @@ def flops_per_token(trainer: Trainer, sample: int | None = None) -> float:
         src_lens = batch.src_mask[:, 0, 0].sum(dim=1).tolist()
         tgt_lens = (batch.tgt_out != PAD).sum(dim=1).tolist()
         for s, t in zip(src_lens, tgt_lens, strict=True):
-            flops += 3 * forward_flops(model_cfg, s, t, vocab)
+            if t:  # not an empty row of static shapes (train.pad_to_multiple)
+                flops += 3 * forward_flops(model_cfg, s, t, vocab)
             tokens += t
     return flops / tokens
 
@@ -162,14 +181,21 @@ class Steps:
         return tokens, time.perf_counter() - start, fetch, torch.stack(losses).float().cpu()
 
 
+def with_values(config: config_module.Config, **values: Any) -> config_module.Config:
+    """A copy of `config` with these `section__key` values, e.g. train__precision="bf16"."""
+    raw = config.to_dict()
+    for name, value in values.items():
+        section, key = name.split("__")
+        raw[section][key] = value
+    return config_module.from_dict(raw)
+
+
 def bf16_vs_fp32(config: config_module.Config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The losses of the same `n` updates from the same seed, under the trainer's autocast
-    (bf16 on CUDA) and in fp32."""
+    """The losses of the same `n` updates from the same seed, in bf16 (train.precision) and
+    in fp32."""
     curves = []
-    for bf16 in (True, False):
-        trainer = Trainer(config, progress=False)
-        if not bf16:
-            trainer.autocast = nullcontext()
+    for precision in ("bf16", "fp32"):
+        trainer = Trainer(with_values(config, train__precision=precision), progress=False)
         curves.append(Steps(trainer).run(n)[3])
         del trainer
         torch.cuda.empty_cache()

@@ -34,4 +34,5 @@ def test_bench_runs_and_ends_with_the_ratios_line(tmp_path, corpus):
     assert result.returncode == 0, result.stderr
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("ratios: train=") and " greedy=" in last and " mfu=" in last
+    assert " train_bf16_vs_fp32=" in last and ", fp32 " in result.stdout
     assert "identical output" in result.stdout

@@ -125,6 +125,18 @@ RULES = [
         ),
     ),
     ({"model": {"dropout": 1.0}}, "config key 'model.dropout' must be in [0, 1)"),
+    (
+        {"model": {"attention_dropout": 1.0}},
+        "config key 'model.attention_dropout' must be in [0, 1), or -1 for model.dropout",
+    ),
+    (
+        {"train": {"pad_to_multiple": -1}},
+        "config key 'train.pad_to_multiple' must be >= 0 (0: automatic, 1: off)",
+    ),
+    (
+        {"train": {"precision": "fp16"}},
+        "config key 'train.precision' must be one of auto, fp32, bf16, got 'fp16'",
+    ),
     ({"train": {"label_smoothing": 1.0}}, "config key 'train.label_smoothing' must be in [0, 1)"),
     ({"train": {"ema": 1.0}}, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999"),
     ({"train": {"rdrop": -1.0}}, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5"),
@@ -171,8 +183,9 @@ RULES = [
         (
             "unknown config key 'train.nope' (known: bleu_samples, clip_norm, compile, "
             "device, ema, init_from, keep_last, label_smoothing, log_every, lr, "
-            "max_epochs, max_minutes, max_tokens, max_updates, min_lr, patience, "
-            "plateau_factor, plateau_metric, plateau_patience, rdrop, run_dir, save_every, "
+            "max_epochs, max_minutes, max_tokens, max_updates, min_lr, pad_to_multiple, "
+            "patience, plateau_factor, plateau_metric, plateau_patience, precision, rdrop, "
+            "run_dir, save_every, "
             "schedule, seed, tensorboard, update_freq, warmup_steps, weight_decay)"
         ),
     ),

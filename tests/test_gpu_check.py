@@ -1,6 +1,7 @@
 """scripts/gpu_check.py runs end to end on the CPU (--device cpu), so the GPU correctness
 checks cannot rot between the sessions that have a GPU. On the CPU every check must come
-out exact: autocast is off there, and a resumed run repeats a straight one bit for bit."""
+out exact (but bf16 against fp32, a real comparison on a CPU too): a resumed run repeats a
+straight one bit for bit."""
 
 import subprocess
 import sys

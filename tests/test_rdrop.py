@@ -71,7 +71,7 @@ def test_a_training_step_runs_each_batch_twice_and_differs_by_its_dropout(config
     assert seen[0][0] == 2 * batch.src.size(0)
     trainer.model.eval()
     with torch.no_grad():  # the same rows through the same weights: equal without dropout
-        logits = trainer.model(*trainer.inputs(batch))
+        logits = trainer.model(*twice(batch.src, batch.tgt_in, batch.src_mask))
     first, second = logits.chunk(2)
     torch.testing.assert_close(first, second)
     assert torch.isfinite(loss) and loss.item() > 0

@@ -2,6 +2,7 @@ import copy
 import math
 import signal
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 import torch
@@ -38,8 +39,9 @@ def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
     sentences = read_lines(split_file(config.data.dir, "test", "en"))
     in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
     loaded = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
-    saved_config = loaded.config
-    assert saved_config == config
+    saved_config = loaded.config  # as the trainer resolved it: pad_to_multiple 0 is 1 in fp32
+    assert saved_config == trainer.config and saved_config.train.pad_to_multiple == 1
+    assert replace(saved_config, train=replace(saved_config.train, pad_to_multiple=0)) == config
     assert loaded.translate(sentences) == in_memory.translate(sentences)
     payload = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
     assert payload["train_state"]["epoch"] == 2
@@ -226,9 +228,13 @@ def sigterm_after(monkeypatch, step: int):
     monkeypatch.setattr(Trainer, "save_when_due", real)
 
 
-def test_resume_mid_epoch_after_a_signal_is_exact(config, tmp_path, monkeypatch):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_mid_epoch_after_a_signal_is_exact(config, tmp_path, monkeypatch, precision):
+    """In either precision: also two runs of one config on one machine are identical."""
+    config.train.precision = precision
     losses = recorded_losses(monkeypatch)
     straight = train(exact_config(config, tmp_path, "straight"), progress=False)
+    assert checkpoint.load(tmp_path / "straight/checkpoints/last.pt")["precision"] == precision
     expected, losses[:] = list(losses), []
     config = exact_config(config, tmp_path, "cut")
     interrupted = pytest.raises(Interrupted, match="SIGTERM in epoch 1 after step 5.*--resume")

@@ -79,6 +79,9 @@ class ModelConfig:
     heads: int = 4
     ff_dim: int = 1024
     dropout: float = 0.1
+    # on the attention weights alone; -1: model.dropout (fairseq's base: 0, which lets a GPU
+    # take its fast attention kernels)
+    attention_dropout: float = -1.0
     max_positions: int = 256  # longest token sequence the model accepts, either side
     norm: Literal["pre", "post"] = "pre"  # layer norm before or after each residual block
     tie_embeddings: bool = True  # decoder input embedding shared with the output projection
@@ -96,6 +99,15 @@ class ModelConfig:
             f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})",
         )
         _require(0 <= self.dropout < 1, "config key 'model.dropout' must be in [0, 1)")
+        _require(
+            self.attention_dropout == -1 or 0 <= self.attention_dropout < 1,
+            "config key 'model.attention_dropout' must be in [0, 1), or -1 for model.dropout",
+        )
+
+    @property
+    def attention_p(self) -> float:
+        """The dropout probability on attention weights."""
+        return self.dropout if self.attention_dropout == -1 else self.attention_dropout
 
 
 @dataclass
@@ -124,7 +136,13 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
-    compile: bool = False  # torch.compile for training (slower on our CPU: docs/performance.md)
+    # bf16 autocast (fp32 weights and loss) or fp32; auto: bf16 on CUDA and on CPUs with bf16
+    # matrix instructions (training/precision.py)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False  # torch.compile of forward, loss and backward (fullgraph)
+    # static shapes: batch lengths rounded up to this, rows filled to the budget; 1: off;
+    # 0: 2 in bf16 on a CPU (oneDNN's bf16 kernels thrash on many shapes), else 1
+    pad_to_multiple: int = 0
     update_freq: int = 1  # batches per optimiser update (gradient accumulation)
     save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
     tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)
@@ -137,6 +155,10 @@ class TrainConfig:
             lr=self.lr,
             update_freq=self.update_freq,
             log_every=self.log_every,
+        )
+        _require(
+            self.pad_to_multiple >= 0,
+            "config key 'train.pad_to_multiple' must be >= 0 (0: automatic, 1: off)",
         )
         _require(
             self.save_every >= 0,

@@ -56,15 +56,33 @@ def pad(seqs: Sequence[np.ndarray]) -> torch.Tensor:
     return out
 
 
-def collate_padded(src: np.ndarray, tgt: np.ndarray) -> Batch:
+def collate_padded(src: np.ndarray, tgt: np.ndarray, rows: int = 0) -> Batch:
     """A batch from (B, S) and (B, T) arrays of ids that already end in EOS and are
-    right-padded with PAD."""
+    right-padded with PAD; with `rows` > B, filled up with empty rows (a source of EOS
+    alone, no target token) to that many."""
+    if rows > len(src):
+        src, tgt = _empty_rows(src, tgt, rows - len(src))
+    n_tokens = int(np.count_nonzero(tgt != PAD))  # counted in NumPy: no tensor read back
     src_ids = torch.from_numpy(src.astype(np.int64))
     tgt_out = torch.from_numpy(tgt.astype(np.int64))
     tgt_in = torch.cat([torch.full_like(tgt_out[:, :1], BOS), tgt_out[:, :-1]], dim=1)
     tgt_in[tgt_in == EOS] = PAD  # drop EOS, put BOS in front
-    n_tokens = int((tgt_out != PAD).sum())
     return Batch(src_ids, tgt_in, tgt_out, padding_mask(src_ids), n_tokens)
+
+
+def _empty_rows(src: np.ndarray, tgt: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` rows that cost compute but add nothing to the loss or the gradients: each
+    attends to one source token (EOS, so no attention row is wholly masked) and has no
+    target token."""
+    empty_src = np.full((count, src.shape[1]), PAD, dtype=src.dtype)
+    empty_src[:, 0] = EOS
+    empty_tgt = np.full((count, tgt.shape[1]), PAD, dtype=tgt.dtype)
+    return np.concatenate([src, empty_src]), np.concatenate([tgt, empty_tgt])
+
+
+def round_up(lengths: np.ndarray, multiple: int) -> np.ndarray:
+    """Each length rounded up to a multiple of `multiple`."""
+    return -(-np.asarray(lengths) // multiple) * multiple
 
 
 def plan_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int) -> list[np.ndarray]:

@@ -20,7 +20,13 @@ import numpy as np
 
 from translator.config import Config
 from translator.corpora import parse_corpora
-from translator.data.batching import Batch, collate_padded, plan_batches, weighted_rows
+from translator.data.batching import (
+    Batch,
+    collate_padded,
+    plan_batches,
+    round_up,
+    weighted_rows,
+)
 from translator.data.ids import Ids, SubwordSampling, encode_splits, open_ids, up_to_date
 from translator.data.layout import (
     SIDES,
@@ -40,7 +46,13 @@ class Batches(Sequence[Batch]):
     """Token-budget batches of a split, collated from the mapped ids on access. `epoch(n)`
     gives the batches of epoch n: with `corpus` (each pair's corpus number) and `weights`
     (one per corpus), corpus c's pairs are seen weights[c] times; with `samples` (K more
-    encodings of the split, BPE-dropout), epoch n reads samples[n mod K]."""
+    encodings of the split, BPE-dropout), epoch n reads samples[n mod K].
+
+    Static shapes (`pad_to_multiple` > 1, train.pad_to_multiple): each side's length is
+    rounded up to a multiple of it before batches are planned, and each batch is filled
+    up with empty rows to as many as the token budget allows at its longer side, so an
+    epoch meets only a small menu of (rows, source length, target length) shapes, each
+    a function of the two rounded lengths: what a compiled step and CUDA graphs need."""
 
     def __init__(
         self,
@@ -52,8 +64,10 @@ class Batches(Sequence[Batch]):
         weights: Sequence[float] = (1.0,),
         seed: int = 0,
         samples: Sequence[tuple[Ids, Ids]] = (),
+        pad_to_multiple: int = 1,
     ):
         self.max_len, self.max_tokens, self.samples = max_len, max_tokens, list(samples)
+        self.multiple = pad_to_multiple
         self._read(src, tgt)
         self.rows = np.flatnonzero(self.fits)
         self.dropped = len(self.fits) - len(self.rows)
@@ -72,15 +86,33 @@ class Batches(Sequence[Batch]):
         self.fits = (src_lens <= self.max_len) & (tgt_lens < self.max_len)  # BOS on target
 
     def _plan(self, rows: np.ndarray) -> None:
-        src_lens, tgt_lens = self.lens
+        src_lens, tgt_lens = (round_up(lens[rows], self.multiple) for lens in self.lens)
         self.pairs = len(rows)  # examples in an epoch
-        self.groups = [
-            rows[g] for g in plan_batches(src_lens[rows], tgt_lens[rows], self.max_tokens)
-        ]
+        self.groups = [rows[g] for g in plan_batches(src_lens, tgt_lens, self.max_tokens)]
         sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        flat = tgt_lens[np.concatenate(self.groups)] if self.groups else np.zeros(0, np.int64)
-        self.tokens = np.add.reduceat(flat, starts) if self.groups else flat  # per batch
+        flat = np.concatenate(self.groups) if self.groups else rows[:0]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)[: len(sizes)]
+
+        def per_batch(values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+            return ufunc.reduceat(values[flat], starts) if len(starts) else sizes
+
+        self.tokens = per_batch(self.lens[1], np.add)  # real target tokens of each batch
+        self.real = int(self.lens[0][flat].sum() + self.lens[1][flat].sum())  # both sides
+        longest = [round_up(per_batch(lens, np.maximum), self.multiple) for lens in self.lens]
+        rows_of = sizes
+        if self.multiple > 1:  # as many rows as the budget allows at the longer side
+            rows_of = np.maximum(sizes, self.max_tokens // np.maximum(*longest))
+        self.shapes = np.stack([rows_of, *longest], axis=1)  # (rows, S, T) of each batch
+
+    def padding(self) -> float:
+        """The share of the token positions (both sides) of an epoch that are padding."""
+        rows, src, tgt = self.shapes.T
+        total = int((rows * (src + tgt)).sum())
+        return 1 - self.real / total if total else 0.0
+
+    def distinct_shapes(self) -> int:
+        """How many different (rows, source length, target length) shapes the batches take."""
+        return len({tuple(shape) for shape in self.shapes.tolist()})
 
     @property
     def weighted(self) -> bool:
@@ -106,8 +138,8 @@ class Batches(Sequence[Batch]):
         return len(self.groups)
 
     def __getitem__(self, i: int) -> Batch:  # type: ignore[override]
-        rows = self.groups[i]
-        return collate_padded(self.src.padded(rows), self.tgt.padded(rows))
+        rows, (n, src_len, tgt_len) = self.groups[i], self.shapes[i]
+        return collate_padded(self.src.padded(rows, src_len), self.tgt.padded(rows, tgt_len), n)
 
 
 @dataclass
@@ -135,13 +167,20 @@ def load_training_data(config: Config) -> TrainData:
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)
         encode_splits(data_dir, worker_count(config.data.workers), sampling)
 
-    def batches(split: str, **weighting) -> Batches:
+    def batches(split: str, **options) -> Batches:
         src, tgt = open_ids(data_dir, split, "en"), open_ids(data_dir, split, "zh")
-        return Batches(src, tgt, config.model.max_positions, config.train.max_tokens, **weighting)
+        return Batches(src, tgt, config.model.max_positions, config.train.max_tokens, **options)
 
     corpus, weights = train_corpora(config, data_dir)
     samples = sampled_encodings(data_dir, sampling)
-    train = batches("train", corpus=corpus, weights=weights, seed=config.train.seed, **samples)
+    train = batches(
+        "train",
+        corpus=corpus,
+        weights=weights,
+        seed=config.train.seed,
+        pad_to_multiple=max(1, config.train.pad_to_multiple),  # 0 (automatic): the Trainer's
+        **samples,
+    )
     if train.weighted:
         log.info("corpus weights %s: %d examples an epoch", weights, train.epoch(0).pairs)
     if not train.pairs:

@@ -50,11 +50,12 @@ class Ids:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
-    def padded(self, rows: np.ndarray) -> np.ndarray:
-        """(len(rows), longest + 1) array: each sentence's ids, then EOS, then PAD."""
+    def padded(self, rows: np.ndarray, width: int = 0) -> np.ndarray:
+        """(len(rows), longest + 1) array, or `width` columns if that is more: each
+        sentence's ids, then EOS, then PAD."""
         start = np.asarray(self.offsets[rows])
         length = np.asarray(self.offsets[rows + 1]) - start
-        column = np.arange(int(length.max(initial=0)) + 1)
+        column = np.arange(max(int(length.max(initial=0)) + 1, width))
         inside = column < length[:, None]
         where = np.minimum(start[:, None] + column, max(len(self.tokens) - 1, 0))
         out = np.where(inside, self.tokens[where] if len(self.tokens) else PAD, PAD)

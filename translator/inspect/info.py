@@ -51,6 +51,11 @@ def describe(path: str | Path) -> list[str]:
     ]
     lines += data_lines(Path(config.data.dir))
     lines += training_lines(payload.get("train_state"), config)
+    if "precision" in payload:
+        lines.append(
+            f"precision: trained in {payload['precision']} (train.precision "
+            f"{config.train.precision})"
+        )
     return lines
 
 

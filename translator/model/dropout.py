@@ -26,4 +26,9 @@ class Dropout(nn.Module):
         n = x.numel()
         bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
         keep = bits.view(torch.int16)[:n].view(x.shape) >= self.threshold
-        return x * (keep * self.scale)  # one float mask: the fastest form, forward and backward
+        if x.dtype == torch.float32:
+            return x * (keep * self.scale)  # one float mask: the fastest form, forward and back
+        # bf16 (train.precision): the mask in x's dtype, so bf16 stays bf16 (a float32 mask
+        # made it float32, to be cast back by the next matmul); the scale applied apart, as
+        # 1/(1 - p) is not exact in bf16
+        return x * self.scale * keep.to(x.dtype)

@@ -171,7 +171,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, model_cfg: ModelConfig):
         super().__init__()
         pre = model_cfg.norm == "pre"
-        self.attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.dropout)
+        self.attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
         self.ff = FeedForward(model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout)
         self.attn_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
         self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
@@ -198,8 +198,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, model_cfg: ModelConfig):
         super().__init__()
         pre = model_cfg.norm == "pre"
-        self.self_attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.dropout)
-        self.cross_attn = CrossAttention(model_cfg.d_model, model_cfg.heads, model_cfg.dropout)
+        self.self_attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
+        self.cross_attn = CrossAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
         self.ff = FeedForward(model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout)
         self.self_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
         self.cross_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)

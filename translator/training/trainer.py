@@ -17,7 +17,8 @@ anything is saved, so the last checkpoint on disk stays good.
 The Trainer owns the model, optimiser, schedule and training state. What it leans on takes
 explicit inputs and knows nothing of it: the state and random generators (state.py), what
 last.pt holds (resume.py), the schedule, the optimiser, torchrun (distributed.py), the
-out-of-memory guard (oom.py) and TensorBoard (tensorboard.py).
+out-of-memory guard (oom.py), the precision a step computes in and the static shapes it
+implies (precision.py), the compiled step (compiled.py) and TensorBoard (tensorboard.py).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from translator.model.loss import rdrop_loss, sequence_loss, twice
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
-from translator.training import distributed
+from translator.training import distributed, precision
+from translator.training.compiled import compiled
 from translator.training.oom import MemoryGuard
 from translator.training.optimizer import build_optimizer
 from translator.training.resume import (
@@ -138,6 +140,12 @@ class Trainer:
         self.progress = progress and self.ranks.main
         self.created = time.perf_counter()
         self.run_dir = RunDir(train_cfg.run_dir)
+        chosen = precision.resolve(train_cfg.precision, self.device)
+        self.precision = distributed.from_main(chosen, self.ranks)  # one choice for all ranks
+        self.autocast = precision.autocast(self.precision, self.device)
+        multiple = precision.pad_multiple(train_cfg.pad_to_multiple, self.precision, self.device)
+        train_cfg = replace(train_cfg, pad_to_multiple=multiple)  # config.json records it
+        self.config = config = replace(config, train=train_cfg)
         seed_everything(train_cfg.seed)
         self.data = load_training_data(config)
         self.src_tok = load_tokenizer(self.data.tokenizer_models["src"])
@@ -155,17 +163,19 @@ class Trainer:
             torch.manual_seed(train_cfg.seed + self.ranks.rank)
             log.setLevel(logging.INFO if self.ranks.main else logging.WARNING)  # all of training/
         self.replicated = replicated
-        # what an update calls: the model (under DDP, replicated), compiled with train.compile;
-        # it shares the model's parameters, and checkpoints save the model
-        self.step_module = (
-            torch.compile(replicated, dynamic=True) if train_cfg.compile else replicated
+        # decoding for validation: bf16 on CUDA only (on the CPU it did not pay)
+        cuda = self.device.type == "cuda"
+        self.decode_autocast = self.autocast if cuda else nullcontext()
+        # what an update calls for each batch: forward and loss (the model under DDP:
+        # replicated), compiled whole with train.compile, backward included; it shares the
+        # model's parameters, and checkpoints save the model
+        self.batch_loss = compiled(
+            self.loss_of, train_cfg, self.device, self.data.train.distinct_shapes()
         )
         self.optimizer = build_optimizer(self.model, train_cfg)
         self.schedule = LRSchedule(self.optimizer, train_cfg)
         self.ema = WeightEMA(self.model, train_cfg.ema) if train_cfg.ema else None
         self.state = TrainState()
-        cuda = self.device.type == "cuda"
-        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
         self.epoch_loss = torch.zeros((), device=self.device)  # summed on the device: no sync
         self.budget_s = train_cfg.max_minutes * 60 if train_cfg.max_minutes > 0 else math.inf
         self.session_start = time.monotonic()  # fit() starts the clock again
@@ -220,7 +230,18 @@ class Trainer:
         )
 
     def log_start(self) -> None:
-        data = self.data
+        data, train_cfg = self.data, self.config.train
+        log.info(
+            "precision %s (%s)", self.precision, precision.reason(train_cfg.precision, self.device)
+        )
+        if train_cfg.pad_to_multiple > 1:
+            log.info(
+                "static shapes: lengths padded to multiples of %d, %d batch shapes, %.1f%% of "
+                "the token positions padding (train.pad_to_multiple)",
+                train_cfg.pad_to_multiple,
+                data.train.distinct_shapes(),
+                100 * data.train.padding(),
+            )
         log.info(
             "model: %s parameters; %d training pairs in %d batches (%d dropped as longer "
             "than %d tokens); device %s",
@@ -328,9 +349,7 @@ class Trainer:
             batch = batch.to(self.device, non_blocking=True)
             last = j == len(batches) - 1
             with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
-                with self.autocast:
-                    logits = self.step_module(*self.inputs(batch))
-                loss_sum = self.objective(logits, batch.tgt_out)
+                loss_sum = self.batch_loss(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
                 # DDP averages gradients over ranks: × world makes them the update's sum
                 (loss_sum / tokens * self.ranks.world * counted).backward()
             total += loss_sum.detach() * counted
@@ -341,17 +360,18 @@ class Trainer:
             self.ema.update()
         return total
 
-    def inputs(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        """The model's inputs for one batch: twice over with R-Drop (train.rdrop)."""
-        inputs = (batch.src, batch.tgt_in, batch.src_mask)
-        return twice(*inputs) if self.config.train.rdrop else inputs
-
-    def objective(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """The summed training loss of one batch's logits (model/loss.py)."""
+    def loss_of(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor, tgt_out: torch.Tensor
+    ) -> torch.Tensor:
+        """The summed training loss of one batch (model/loss.py), the forward pass in the
+        run's precision; twice over with R-Drop (train.rdrop)."""
         train_cfg = self.config.train
+        inputs = (src, tgt_in, src_mask)
+        with self.autocast:
+            logits = self.replicated(*(twice(*inputs) if train_cfg.rdrop else inputs))
         if train_cfg.rdrop:
-            return rdrop_loss(logits, target, train_cfg.label_smoothing, train_cfg.rdrop)
-        return sequence_loss(logits, target, train_cfg.label_smoothing)
+            return rdrop_loss(logits, tgt_out, train_cfg.label_smoothing, train_cfg.rdrop)
+        return sequence_loss(logits, tgt_out, train_cfg.label_smoothing)
 
     def progress_bar(self, batches: int) -> tqdm:
         return tqdm(
@@ -443,7 +463,9 @@ class Trainer:
         data = self.data
         result = None
         if self.ranks.main:
-            result = validate(translator, data.valid, data.bleu_src, data.bleu_refs, self.autocast)
+            result = validate(
+                translator, data.valid, data.bleu_src, data.bleu_refs, self.decode_autocast
+            )
         result = distributed.from_main(result, self.ranks)
         self.model.train()
         self.check_finite(result.loss)
@@ -510,7 +532,7 @@ class Trainer:
         rng = distributed.gather(random_state(), self.ranks)  # one per rank
         return training_payload(
             self.config, self.data, self.model, self.optimizer, self.schedule, state, rng, self.ema
-        )
+        ) | {"precision": self.precision}  # what the run trains in (train.precision auto: why)
 
     def save(self) -> dict:
         """last.pt, then metrics.tsv from the history it holds (rank 0 writes). Returns
@@ -529,6 +551,16 @@ class Trainer:
         tokenizers = self.data.tokenizer_models
         check_resumable(self.run_dir.last, payload, self.config, tokenizers, groups)
         self.state = load_training_state(payload, self.model, self.optimizer, self.schedule)
+        trained_in = payload.get("precision")  # absent: saved before train.precision
+        if trained_in and trained_in != self.precision:
+            log.warning(
+                "warning: %s was trained in %s; it continues in %s, so not exactly as it "
+                "would have (set train.precision = %r to match)",
+                self.run_dir.last,
+                trained_in,
+                self.precision,
+                trained_in,
+            )
         if self.ema and "ema" in payload:
             self.ema.load_state_dict(payload["ema"])
         elif self.ema:
