@@ -101,10 +101,12 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def matmul_peak(device: torch.device | str, dtype: torch.dtype | None = None) -> tuple[float, str]:
+def matmul_peak(
+    device: torch.device | str, dtype: torch.dtype | None = None, seconds: float = 2.0
+) -> tuple[float, str]:
     """The FLOP/s of a square matrix multiply, the peak MFU is reported against: fp32 2048³
-    on the CPU, bf16 8192³ on CUDA (or `dtype` at that size); at least 5 runs and 2
-    seconds after a warm-up."""
+    on the CPU, bf16 8192³ on CUDA (or `dtype` at that size); at least 5 runs and
+    `seconds` after a warm-up."""
     cuda = torch.device(device).type == "cuda"
     n, dtype = (8192, dtype or torch.bfloat16) if cuda else (2048, dtype or torch.float32)
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
@@ -112,7 +114,7 @@ def matmul_peak(device: torch.device | str, dtype: torch.dtype | None = None) ->
         a @ b
     sync()
     runs, start = 0, time.perf_counter()
-    while runs < 5 or time.perf_counter() - start < 2:
+    while runs < 5 or time.perf_counter() - start < seconds:
         a @ b
         runs += 1
         sync()

@@ -204,6 +204,7 @@ def main() -> None:
     )
     parser.add_argument("--skip-compile", action="store_true")
     parser.add_argument("--set", action="append", default=[], help="section.key=value")
+    parser.add_argument("--peak-seconds", type=float, default=2.0, help="each matmul peak")
     args = parser.parse_args()
 
     config = load_config(args.config, args.set, values={"train.device": args.device})
@@ -211,7 +212,9 @@ def main() -> None:
     config = with_values(config, train__run_dir=str(args.work / "run"))
     keep_freed_memory()  # as `translator train` does
     name = Path(args.config).stem
-    peaks = {p: matmul_peak(args.device, dtype)[0] for p, dtype in PEAK_DTYPES.items()}
+    peaks = {
+        p: matmul_peak(args.device, dtype, args.peak_seconds)[0] for p, dtype in PEAK_DTYPES.items()
+    }
     device = torch.device(args.device)
     print(
         f"{name} on {device} ({torch.get_num_threads()} threads), torch {torch.__version__}; "

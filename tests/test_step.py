@@ -200,7 +200,8 @@ def test_step_profile_runs_and_reports_every_measure(tmp_path, corpus):
     script = Path(__file__).resolve().parents[1] / "scripts/step_profile.py"
     (tmp_path / "small.toml").write_text(CONFIG)
     command = [sys.executable, str(script), "-c", "small.toml", "--work", "work"]
-    command += ["--seconds", "0.1", "--warmup", "1", "--updates", "2"]
+    command += ["--seconds", "0.1", "--warmup", "1", "--updates", "2", "--compile-shapes", "2"]
+    command += ["--peak-seconds", "0.1"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
