@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from common import ROOT, flops_per_token, load_config, matmul_peak, prime_shapes, with_values
+from common import ROOT, flops_per_token, load_config, matmul_peak, tokens_per_s, with_values
 from reference import naive
 
 from translator.config import Config
@@ -58,31 +58,6 @@ from translator.model.flops import count_parameters
 from translator.model.rundir import RunDir
 from translator.runtime import keep_freed_memory, pick_device
 from translator.training.trainer import Trainer
-
-
-def bench_ours(trainer: Trainer, seconds: float, warmup: float) -> float:
-    """Target tokens/s of the Trainer's own updates (Trainer.fit's inner loop, without
-    logging, checkpoints or validation), epoch after epoch, after one update of each batch
-    shape and `warmup` seconds."""
-
-    def run(duration: float) -> tuple[int, float]:
-        end, tokens, spent = time.perf_counter() + duration, 0, 0.0
-        while True:
-            plan, order = trainer.start_epoch()
-            for group in trainer.update_groups(order):
-                state = trainer.state
-                before = state.epoch_tokens, state.epoch_seconds
-                trainer.update(plan, group)
-                tokens += state.epoch_tokens - before[0]
-                spent += state.epoch_seconds - before[1]
-                if time.perf_counter() > end:
-                    return tokens, spent
-            trainer.state.start_next_epoch()
-
-    prime_shapes(trainer)
-    run(warmup)
-    tokens, spent = run(seconds)
-    return tokens / spent
 
 
 def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup, device) -> float:
@@ -360,7 +335,7 @@ def main() -> None:
         run = trainer
         if precision != trainer.precision:
             run = Trainer(with_values(config, train__precision=precision), progress=False)
-        speed[precision] = bench_ours(run, args.train_seconds, args.warmup_seconds)
+        speed[precision] = tokens_per_s(run, args.train_seconds, args.warmup_seconds)
         rows.append(("ours", f"{config.train.max_tokens} tokens, {precision}", speed[precision]))
     ours = speed[trainer.precision]
     base = rows[0][2]

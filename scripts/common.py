@@ -121,22 +121,45 @@ def matmul_peak(
     return 2 * n**3 * runs / (time.perf_counter() - start), f"{str(dtype)[6:]} {n}³ matmul"
 
 
-def prime_shapes(trainer: Trainer, most: int | None = None) -> int:
+def prime_shapes(trainer: Trainer, most: int | None = None) -> None:
     """One update of each distinct batch shape of the first epoch (the first `most`), so
     that what is built once per shape (oneDNN's bf16 kernels on a CPU, compiled graphs) is
-    built before timing starts; the epoch's counters are left as they were. Returns how
-    many updates it made."""
+    built before timing starts; the epoch's counters are left as they were."""
     plan = trainer.data.train.epoch(0)
-    first: dict[tuple, int] = {}
-    for i, shape in enumerate(plan.shapes.tolist()):
-        first.setdefault(tuple(shape), i)
     state = trainer.state
     saved = state.position, state.epoch_tokens, state.epoch_seconds
-    picked = list(first.values())[:most]
-    for i in picked:
+    for i in plan.first_of_each_shape()[:most]:
         trainer.update(plan, [i])
     state.position, state.epoch_tokens, state.epoch_seconds = saved
-    return len(picked)
+
+
+def tokens_per_s(
+    trainer: Trainer, seconds: float, warmup: float = 0.0, shapes: int | None = None
+) -> float:
+    """Target tokens/s of the Trainer's own updates (Trainer.fit's inner loop, without
+    logging, checkpoints or validation), epoch after epoch: after one update of each batch
+    shape (the first `shapes`) and `warmup` seconds, over `seconds` and at least 3 updates."""
+
+    def run(duration: float, least: int) -> tuple[int, float]:
+        end, tokens, spent, updates = time.perf_counter() + duration, 0, 0.0, 0
+        while True:
+            plan, order = trainer.start_epoch()
+            for group in trainer.update_groups(order):
+                state = trainer.state
+                before = state.epoch_tokens, state.epoch_seconds
+                trainer.update(plan, group)
+                tokens += state.epoch_tokens - before[0]
+                spent += state.epoch_seconds - before[1]
+                updates += 1
+                if updates >= least and time.perf_counter() > end:
+                    return tokens, spent
+            trainer.state.start_next_epoch()
+
+    prime_shapes(trainer, shapes)
+    if warmup:
+        run(warmup, 1)
+    tokens, spent = run(seconds, 3)
+    return tokens / spent
 
 
 def flops_per_token(trainer: Trainer, sample: int | None = None) -> float:

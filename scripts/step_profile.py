@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -36,8 +35,7 @@ from common import (
     flops_per_token,
     load_config,
     matmul_peak,
-    prime_shapes,
-    sync,
+    tokens_per_s,
     with_values,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -127,10 +125,7 @@ def compiled_counts(trainer: Trainer, static: bool, most: int) -> tuple[int, int
     fullgraph over one batch of each of the first `most` distinct shapes of epoch 0 (and a
     second batch of the first shape, which must reuse its graph)."""
     plan = trainer.data.train.epoch(0)
-    first: dict[tuple, int] = {}
-    for i, shape in enumerate(plan.shapes.tolist()):
-        first.setdefault(tuple(shape), i)
-    picked = list(first.values())[:most]
+    picked = plan.first_of_each_shape()[:most]
     again = [i for i in range(len(plan)) if tuple(plan.shapes[i]) == tuple(plan.shapes[picked[0]])]
     picked += again[1:2]
     batch = plan[picked[0]].to(trainer.device)
@@ -147,26 +142,6 @@ def compiled_counts(trainer: Trainer, static: bool, most: int) -> tuple[int, int
     torch._dynamo.reset()
     torch._dynamo.config.recompile_limit = saved
     return breaks, counter.graphs, len(picked)
-
-
-def tokens_per_s(trainer: Trainer, seconds: float, warmup: int) -> float:
-    """Target tokens/s of the Trainer's own updates, epoch after epoch, after one update of
-    each distinct batch shape (up to `warmup` of them), for at least `seconds` and 3
-    updates."""
-    prime_shapes(trainer, warmup)
-    sync()
-    tokens, updates, start = 0, 0, time.perf_counter()
-    while True:
-        plan, order = trainer.start_epoch()
-        for group in trainer.update_groups(order):
-            before = trainer.state.epoch_tokens
-            trainer.update(plan, group)
-            tokens += trainer.state.epoch_tokens - before
-            updates += 1
-            if updates >= 3 and time.perf_counter() - start > seconds:
-                sync()
-                return tokens / (time.perf_counter() - start)
-        trainer.state.start_next_epoch()
 
 
 def with_corpus(config: Config, pairs: int, work: Path) -> Config:
@@ -240,7 +215,7 @@ def main() -> None:
     for precision in ("fp32", "bf16"):
         trainer = Trainer(with_values(config, train__precision=precision), progress=False)
         multiple[precision] = trainer.config.train.pad_to_multiple
-        speed[precision] = tokens_per_s(trainer, args.seconds, args.warmup)
+        speed[precision] = tokens_per_s(trainer, args.seconds, shapes=args.warmup)
         del trainer
 
     print(f"\n{'':40s}" + "".join(f"{label(m):>22s}" for m in multiples))

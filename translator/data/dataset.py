@@ -110,9 +110,16 @@ class Batches(Sequence[Batch]):
         total = int((rows * (src + tgt)).sum())
         return 1 - self.real / total if total else 0.0
 
+    def first_of_each_shape(self) -> list[int]:
+        """The index of the first batch of each (rows, source length, target length) shape."""
+        first: dict[tuple, int] = {}
+        for i, shape in enumerate(self.shapes.tolist()):
+            first.setdefault(tuple(shape), i)
+        return list(first.values())
+
     def distinct_shapes(self) -> int:
         """How many different (rows, source length, target length) shapes the batches take."""
-        return len({tuple(shape) for shape in self.shapes.tolist()})
+        return len(self.first_of_each_shape())
 
     @property
     def weighted(self) -> bool:
