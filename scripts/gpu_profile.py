@@ -1,33 +1,48 @@
-"""Where a training step goes on a GPU, and what the config-level levers buy: several
-measurements in one command, a short table last.
+"""Where a training step goes on a GPU, and what each lever buys: several measurements in
+one command, a short table last.
 
     python scripts/gpu_profile.py -c configs/tatoeba-gpu.toml -c configs/base.toml --out DIR
 
 For each config (its data prepared first if missing), on fresh Trainers with the same seed:
 
-1. variants side by side: the config as it is, the token budget ×4 (`train.max_tokens`),
-   and `train.compile`: target tokens/s over --steps updates after --warmup updates, MFU
-   against the measured bf16 8192³ matmul peak, and the mean loss over the timed updates
-   (the default and compiled variants train on the same batches from the same seed);
-2. a torch.profiler window of --profile-steps updates of the config as it is: GPU kernel
-   time against wall time (the rest is launch gaps and host waits), host syncs per update
-   (aten::_local_scalar_dense is .item()/.tolist(); cudaStreamSynchronize), kernel launches
-   per update, and the GPU time in matmuls, attention, the loss over the vocabulary
-   (softmax + nll kernels), the optimiser, copies, and everything else; the host time spent
-   fetching batches from the memory-mapped arrays;
+1. the levers side by side (--variants; the catalogue is VARIANTS): the config as it is,
+   static shapes (`train.pad_to_multiple` 8), `model.attention_dropout` 0, the token
+   budget ×4, `train.compile` with dynamic shapes, compiled over static shapes (CUDA
+   graphs on CUDA), and all of them together: target tokens/s over --steps updates after
+   one update of each batch shape and --warmup more (that warm-up, compiling and
+   recording included, is its own column), MFU against the measured bf16 8192³ matmul
+   peak, and the mean loss over the timed updates (variants that keep the batches train on
+   the same ones from the same seed). A variant that fails prints its error and the rest go on;
+2. a torch.profiler window of --profile-steps updates of the config as it is and of the
+   fastest variant: GPU kernel time against wall time (the rest is launch gaps and host
+   waits), host syncs per update (aten::_local_scalar_dense is .item()/.tolist();
+   cudaStreamSynchronize), kernel and graph launches per update, and the GPU time in
+   matmuls, attention, the loss over the vocabulary (softmax + nll kernels), the
+   optimiser, copies, and everything else; the host time spent fetching batches;
 3. bf16 autocast against fp32: the loss of the same --compare-steps updates both ways.
 
-Tables of the profiler's top kernels go to DIR/profile-<config>.txt.
+Tables of the profiler's top kernels (GPU time) and host operators (CPU time) go to
+DIR/profile-<config>-<variant>.txt; the fastest variant's overrides to DIR/best-<config>.txt
+(one `--set` value a line, for `translator train`).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
-from common import Steps, bf16_vs_fp32, flops_per_token, load_on, matmul_peak
+from common import (
+    Steps,
+    bf16_vs_fp32,
+    flops_per_token,
+    load_config,
+    matmul_peak,
+    prime_shapes,
+)
 from torch.profiler import ProfilerActivity, profile
 
 from translator.corpus.pipeline import prepare
@@ -42,16 +57,60 @@ GPU_GROUPS = {  # kernel name fragments, first match wins
     "optimiser": ("adam", "multi_tensor"),
     "copies": ("memcpy", "memset"),
 }
+LAUNCHES = ("cudalaunchkernel", "culaunchkernel", "cudalaunchkernelexc", "culaunchkernelex")
+GRAPH_LAUNCHES = ("cudagraphlaunch",)
+
+STATIC = {"train.pad_to_multiple": 8}
+COMPILED = {"train.compile": True}
+NO_ATTENTION_DROPOUT = {"model.attention_dropout": 0.0}
+LEVERS = {**COMPILED, **STATIC, **NO_ATTENTION_DROPOUT}
+VARIANTS: dict[str, dict[str, Any]] = {  # label: overrides ("x4": train.max_tokens × 4)
+    "as configured": {},
+    "static shapes": STATIC,
+    "attention dropout 0": NO_ATTENTION_DROPOUT,
+    "max_tokens x4": {"x4": True},
+    "compile": COMPILED,
+    "compile, static shapes": {**COMPILED, **STATIC},
+    "levers": LEVERS,
+    "levers, max_tokens x4": {**LEVERS, "x4": True},
+}
+
+
+def overrides(label: str, max_tokens: int) -> dict[str, Any]:
+    values = dict(VARIANTS[label])
+    if values.pop("x4", False):
+        values["train.max_tokens"] = 4 * max_tokens
+    return values
+
+
+def load(path: str, args, **values: Any):
+    """The config on --device with its stem's --input corpora, --set values and `values`."""
+    stem = Path(path).stem
+    sets = [f"data.inputs={args.inputs[stem]!r}"] if stem in args.inputs else []
+    sets += args.sets.get(stem, [])
+    return load_config(path, sets, {"train.device": args.device, **values})
 
 
 def measure(config, args, peak: float) -> dict:
+    """A fresh Trainer's tokens/s after its warm-up (one update of each batch shape, then
+    --warmup updates), and the warm-up's own seconds."""
+    began = time.perf_counter()
     trainer = Trainer(config, progress=False)
+    prime_shapes(trainer)
     steps = Steps(trainer)
-    fpt = flops_per_token(trainer, sample=300)
     steps.run(args.warmup)
+    warm = time.perf_counter() - began
+    fpt = flops_per_token(trainer, sample=300)
     tokens, wall, _, losses = steps.run(args.steps)
     rate = tokens / wall
-    return {"tok/s": rate, "mfu": rate * fpt / peak, "loss": float(losses.mean()), "t": trainer}
+    return {
+        "tok/s": rate,
+        "mfu": rate * fpt / peak,
+        "loss": float(losses.mean()),
+        "warm": warm,
+        "shapes": trainer.data.train.distinct_shapes(),
+        "t": trainer,
+    }
 
 
 def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
@@ -60,9 +119,13 @@ def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         _, wall, fetch, _ = steps.run(n)
     averages = prof.key_averages()
-    out.write_text(averages.table(sort_by="self_device_time_total", row_limit=50))
+    out.write_text(
+        averages.table(sort_by="self_device_time_total", row_limit=40)
+        + "\n\nhost operators by self CPU time\n"
+        + averages.table(sort_by="self_cpu_time_total", row_limit=40)
+    )
     gpu = dict.fromkeys([*GPU_GROUPS, "other"], 0.0)
-    counts = {"syncs": 0, "items": 0, "launches": 0}
+    counts = {"syncs": 0, "items": 0, "launches": 0, "graphs": 0}
     optimiser_host = 0.0
     for e in averages:
         name = e.key.lower()
@@ -75,13 +138,10 @@ def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
             counts["syncs"] += e.count
         elif e.key == "aten::_local_scalar_dense":
             counts["items"] += e.count
-        elif name in (
-            "cudalaunchkernel",
-            "culaunchkernel",
-            "cudalaunchkernelexc",
-            "culaunchkernelex",
-        ):
+        elif name in LAUNCHES:
             counts["launches"] += e.count
+        elif name in GRAPH_LAUNCHES:
+            counts["graphs"] += e.count
         elif e.key.startswith("Optimizer.step"):
             optimiser_host += e.cpu_time_total / 1e6
     busy = sum(gpu.values())
@@ -95,68 +155,92 @@ def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
     }
 
 
+def profile_lines(label: str, trainer: Trainer, args, out: Path) -> list[str]:
+    p = profile_window(trainer, args.profile_steps, out)
+    per = p["per_update"]
+    return [
+        f"profile of {label}, {args.profile_steps} updates: wall {p['wall']:.3f} s, GPU busy "
+        f"{p['busy']:.3f} s ({100 * p['busy'] / p['wall']:.0f} %); batch fetch on the host "
+        f"{p['fetch']:.3f} s; optimiser.step on the host {p['optimiser_host']:.3f} s",
+        f"per update: {per['launches']:.0f} kernel launches, {per['graphs']:.1f} CUDA graph "
+        f"launches, {per['syncs']:.1f} stream/device syncs, {per['items']:.1f} "
+        ".item()/.tolist()",
+        "GPU time: "
+        + ", ".join(f"{g} {100 * t / p['busy']:.0f} %" for g, t in p["gpu"].items() if t),
+    ]
+
+
+def first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
 def report_config(path: str, args, peak: float, out: Path) -> list[str]:
     name = Path(path).stem
-    inputs = args.inputs.get(name)
-    config = load_on(path, args.device, inputs)
+    config = load(path, args)
     if not tokenizer_file(Path(config.data.dir), "zh").is_file():
         began = time.perf_counter()
         prepare(config.data)
         print(f"{name}: prepared in {time.perf_counter() - began:.1f} s", flush=True)
     lines = [f"\n## {name}"]
-    variants = {
-        "as configured": {},
-        "max_tokens x4": {"train.max_tokens": config.train.max_tokens * 4},
-        "compile": {"train.compile": True},
-    }
-    variants = {k: v for k, v in variants.items() if k == "as configured" or k in args.variants}
-    rows, default = [], None
-    for label, values in variants.items():
-        result = measure(load_on(path, args.device, inputs, **values), args, peak)
+    labels = ["as configured", *(v for v in args.variants if v != "as configured")]
+    rows, default, best = [], None, None
+    for label in labels:
+        values = overrides(label, config.train.max_tokens)
+        try:
+            result = measure(load(path, args, **values), args, peak)
+        except Exception as error:  # noqa: BLE001 - one lever failing must not end the call
+            traceback.print_exc()
+            rows.append(f"| {label} | failed: {first_line(error)} | | | | | |")
+            print(rows[-1], flush=True)
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()
+            continue
         if default is None:
             default = result
-            m = result["t"].model
             lines.append(
-                f"{count_parameters(m):,} parameters; {result['t'].data.train_pairs:,} pairs; "
-                f"max_tokens {config.train.max_tokens}"
+                f"{count_parameters(result['t'].model):,} parameters; "
+                f"{result['t'].data.train_pairs:,} pairs; max_tokens {config.train.max_tokens}"
             )
-        else:
-            del result["t"]
         rows.append(
             f"| {label} | {result['tok/s']:,.0f} | {result['tok/s'] / default['tok/s']:.2f} | "
-            f"{100 * result['mfu']:.1f} % | {result['loss']:.4f} |"
+            f"{100 * result['mfu']:.1f} % | {result['warm']:.0f} s | {result['shapes']} | "
+            f"{result['loss']:.4f} |"
         )
         print(rows[-1], flush=True)
+        if label != "as configured" and (best is None or result["tok/s"] > best[1]["tok/s"]):
+            if best is not None:
+                del best[1]["t"]
+            best = (label, result)
+        elif result is not default:
+            del result["t"]
         torch.cuda.empty_cache()
     lines += [
-        "| variant | target tok/s | ratio | MFU | mean loss |",
-        "|---|---|---|---|---|",
+        "| variant | target tok/s | ratio | MFU | warm-up | shapes | mean loss |",
+        "|---|---|---|---|---|---|---|",
         *rows,
     ]
-
-    p = profile_window(default.pop("t"), args.profile_steps, out / f"profile-{name}.txt")
-    lines.append(
-        f"profile, {args.profile_steps} updates: wall {p['wall']:.3f} s, GPU busy "
-        f"{p['busy']:.3f} s ({100 * p['busy'] / p['wall']:.0f} %); batch fetch on the host "
-        f"{p['fetch']:.3f} s; optimiser.step on the host {p['optimiser_host']:.3f} s"
-    )
-    per = p["per_update"]
-    lines.append(
-        f"per update: {per['launches']:.0f} kernel launches, {per['syncs']:.1f} stream/device "
-        f"syncs, {per['items']:.1f} .item()/.tolist()"
-    )
-    lines.append(
-        "GPU time: "
-        + ", ".join(f"{g} {100 * t / p['busy']:.0f} %" for g, t in p["gpu"].items() if t)
-    )
-    torch.cuda.empty_cache()
-    bf16, fp32 = bf16_vs_fp32(config, args.compare_steps)
-    last = slice(-20, None)
-    lines.append(
-        f"bf16 vs fp32, {args.compare_steps} updates from the same seed: loss at the end "
-        f"{float(bf16[last].mean()):.4f} vs {float(fp32[last].mean()):.4f}; largest per-update "
-        f"gap {float((bf16 - fp32).abs().max()):.4f}"
-    )
+    if default is None:
+        return lines
+    if best:
+        values = overrides(best[0], config.train.max_tokens)
+        toml = {k: str(v).lower() if isinstance(v, bool) else v for k, v in values.items()}
+        (out / f"best-{name}.txt").write_text("".join(f"{k}={v}\n" for k, v in toml.items()))
+    for label, result in [("as configured", default), *([best] if best else [])]:
+        file = out / f"profile-{name}-{label.replace(' ', '_').replace(',', '')}.txt"
+        try:
+            lines += profile_lines(label, result.pop("t"), args, file)
+        except Exception as error:  # noqa: BLE001
+            traceback.print_exc()
+            lines.append(f"profile of {label} failed: {first_line(error)}")
+        torch.cuda.empty_cache()
+    if args.compare_steps:
+        bf16, fp32 = bf16_vs_fp32(config, args.compare_steps)
+        last = slice(-20, None)
+        lines.append(
+            f"bf16 vs fp32, {args.compare_steps} updates from the same seed: loss at the end "
+            f"{float(bf16[last].mean()):.4f} vs {float(fp32[last].mean()):.4f}; largest "
+            f"per-update gap {float((bf16 - fp32).abs().max()):.4f}"
+        )
     return lines
 
 
@@ -170,23 +254,34 @@ def main() -> None:
         metavar="CONFIG_STEM=PATH",
         help="a corpus for one config, e.g. tatoeba-gpu=gpu/en-cmn.tsv",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="CONFIG_STEM:KEY=VALUE",
+        help="a config value for one config, e.g. base:data.dir=data/prepared/base-tw",
+    )
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--profile-steps", type=int, default=20)
-    parser.add_argument("--compare-steps", type=int, default=200)
+    parser.add_argument("--compare-steps", type=int, default=200, help="0: skip")
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--device", default="cuda")
     parser.add_argument(
         "--variants",
         nargs="*",
-        default=["max_tokens x4", "compile"],
-        help="besides the config as it is (compile takes minutes on a GPU)",
+        default=list(VARIANTS)[1:],
+        choices=list(VARIANTS),
+        help="besides the config as it is (a compile takes a minute or more on a GPU)",
     )
     args = parser.parse_args()
-    args.inputs = {}
+    args.inputs, args.sets = {}, {}
     for item in args.input:
         stem, _, path = item.partition("=")
         args.inputs.setdefault(stem, []).append(path)
+    for item in args.set:
+        stem, _, assignment = item.partition(":")
+        args.sets.setdefault(stem, []).append(assignment)
     args.out.mkdir(parents=True, exist_ok=True)
 
     peak, peak_name = matmul_peak(args.device)
@@ -197,7 +292,7 @@ def main() -> None:
     for path in args.config:
         lines += report_config(path, args, peak, args.out)
         print("\n".join(lines), flush=True)  # so far: a later config may run out of time
-    (args.out / "gpu_profile.md").write_text("\n".join(lines) + "\n")
+        (args.out / "gpu_profile.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,11 +15,16 @@ def test_gpu_profile_runs_on_the_cpu(tmp_path, corpus):
     (tmp_path / "small.toml").write_text(CONFIG.replace('"corpus.tsv"', f'"{corpus}"'))
     command = [sys.executable, str(SCRIPT), "-c", "small.toml", "--device", "cpu"]
     command += ["--warmup", "1", "--steps", "2", "--profile-steps", "2", "--compare-steps", "2"]
-    command += ["--variants", "max_tokens x4", "--out", "out"]
+    command += ["--variants", "max_tokens x4", "static shapes", "--out", "out"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     table = (tmp_path / "out/gpu_profile.md").read_text()
     assert "| as configured |" in table and "| max_tokens x4 |" in table
     assert "bf16 vs fp32, 2 updates" in table
-    assert (tmp_path / "out/profile-small.txt").stat().st_size > 0
+    assert "| static shapes |" in table
+    assert (tmp_path / "out/profile-small-as_configured.txt").stat().st_size > 0
+    best = (tmp_path / "out/best-small.txt").read_text().splitlines()
+    assert best in (["train.max_tokens=2048"], ["train.pad_to_multiple=8"])
+    profiled = "max_tokens_x4" if best[0].startswith("train.max_tokens") else "static_shapes"
+    assert (tmp_path / f"out/profile-small-{profiled}.txt").stat().st_size > 0
     assert (tmp_path / "prepared").is_dir()  # prepared from the config's input first

@@ -3,6 +3,7 @@
 an update, and model.attention_dropout. (Exact resume in each precision:
 test_train.test_resume_mid_epoch_after_a_signal_is_exact.)"""
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from translator.model import checkpoint
 from translator.model.loss import sequence_loss
 from translator.model.transformer import CrossAttention, SelfAttention, Transformer
 from translator.training import precision
+from translator.training.compiled import uses_cuda_graphs
 from translator.training.tensorboard import Board
 from translator.training.trainer import Trainer, train
 
@@ -149,6 +151,18 @@ def test_the_compiled_step_has_no_graph_break_and_matches_eager_over_20_updates(
     assert breaks == 0
     assert 1 <= graphs <= len(seen)
     assert compiled == pytest.approx(eager, abs=1e-4)
+
+
+def test_cuda_graphs_only_where_they_are_safe(config):
+    """CUDA graphs (mode="reduce-overhead" over the graphs specialised to each shape) need
+    CUDA, static shapes and one batch an update; everywhere else the compiled step is plain
+    torch.compile. The CUDA path itself runs only on a GPU (scripts/gpu_profile.py)."""
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    on = dataclasses.replace(config.train, compile=True, pad_to_multiple=8, update_freq=1)
+    assert uses_cuda_graphs(on, cuda)
+    assert not uses_cuda_graphs(on, cpu)
+    for change in ({"compile": False}, {"pad_to_multiple": 1}, {"update_freq": 2}):
+        assert not uses_cuda_graphs(dataclasses.replace(on, **change), cuda)
 
 
 def epoch_batches(trainer: Trainer, n: int) -> list[int]:
