@@ -13,11 +13,8 @@
 # 3. base.toml trained TRAIN_MINUTES (default 2) on that data with the fastest variant's
 #    settings from 1: its metrics.tsv (the loss curve and tokens/s an epoch) and log.
 #
-# The machine has no internet: prepare the data here first and carry data/prepared,
-#   translator prepare -c configs/tatoeba-gpu.toml
-#   translator prepare -c configs/tatoeba-cpu.toml   # its test split is excluded below
-#   translator prepare -c configs/tatoeba-wmt.toml --set data.dir=data/prepared/base-tw \
-#       --set data.src_vocab_size=16000 --set data.tgt_vocab_size=16000
+# It prepares the data it lacks (reading ../shared/data): a GPU machine, which has neither
+# that data nor the internet, needs data/prepared carried, prepared here by a dry run.
 # PYTHON picks the interpreter (default python3), DEVICE the device (default cuda; cpu for a
 # dry run), BASE_SECONDS, GPU_SECONDS and TRAIN_SECONDS the stages' limits. The project is
 # imported from this folder.
@@ -30,6 +27,14 @@ DEVICE=${DEVICE:-cuda}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 BASE_DATA=data/prepared/base-tw
 mkdir -p "$OUT"
+
+prepare() {  # config, prepared dir, translator prepare arguments…: only if not there yet
+    [ -f "$2/spm.zh.model" ] || $PY -m translator prepare -c "$1" "${@:3}" >>"$OUT/prepare.log" 2>&1
+}
+prepare configs/tatoeba-gpu.toml data/prepared/tatoeba-4k
+prepare configs/tatoeba-cpu.toml data/prepared/tatoeba-3k # tatoeba-wmt.toml excludes its test split
+prepare configs/tatoeba-wmt.toml "$BASE_DATA" --set "data.dir=$BASE_DATA" \
+    --set data.src_vocab_size=16000 --set data.tgt_vocab_size=16000
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1
 $PY -c 'import torch; print("torch", torch.__version__)' >>"$OUT/gpu.txt"
