@@ -8,7 +8,9 @@ For the config as it is and with static shapes (`train.pad_to_multiple`, default
 the batches, distinct (rows, source length, target length) shapes and padding of an epoch.
 Then, eager, in the run's precision: the aten ops an update dispatches and its host syncs
 (`.item()` and the like: `aten::_local_scalar_dense`, `equal`, `is_nonzero`, `nonzero`
-and device-to-host copies, each of which stops the host until the device catches up).
+and device-to-host copies, each of which stops the host until the device catches up), and
+the time of those ops by kind (matmuls, casts and copies, dropout masks, the optimiser,
+softmax and loss, the rest: OP_KINDS; kernel time on a CPU, launch time on a GPU).
 Compiled (`train.compile`: forward and loss with `fullgraph=True`): its graph breaks (an
 error under fullgraph, so 0 or the step does not compile) and how many graphs an epoch's
 shapes compile to, dynamic and static, traced by TorchDynamo alone (no code generated, so
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -57,20 +60,55 @@ SYNCS = {
 }
 
 
+OP_KINDS = {  # aten op names (as dispatched, below autograd): where an update's time goes
+    "matmuls": {"mm", "addmm", "bmm", "baddbmm"},
+    "casts and copies": {"_to_copy", "copy_", "clone"},
+    "dropout masks": {"random_", "randint", "bernoulli", "bernoulli_", "ge"},
+    "optimiser and clipping": {"_fused_adamw_", "_fused_adam_", "linalg_vector_norm"},
+    "softmax and loss": {
+        "_softmax",
+        "_log_softmax",
+        "_softmax_backward_data",
+        "_log_softmax_backward_data",
+        "nll_loss_forward",
+        "nll_loss_backward",
+    },
+}
+
+
+def op_kind(func) -> str:
+    name = func.overloadpacket.__name__
+    if name.startswith("_foreach_"):  # clipping's norms, a foreach optimiser
+        return "optimiser and clipping"
+    return next((kind for kind, names in OP_KINDS.items() if name in names), "everything else")
+
+
 class DispatchCounter(TorchDispatchMode):
-    """Counts the aten ops dispatched inside it, and among them the host syncs."""
+    """Counts the aten ops dispatched inside it, and among them the host syncs; times each
+    (on a CPU an op's time is its kernel's; on a GPU only its launch)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter = Counter()
         self.syncs: Counter = Counter()
+        self.seconds: Counter = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.ops[func] += 1
         if func in SYNCS or _to_host(func, args, kwargs):
             self.syncs[func] += 1
-        return func(*args, **kwargs)
+        began = time.perf_counter()
+        out = func(*args, **kwargs)
+        self.seconds[func] += time.perf_counter() - began
+        return out
+
+    def by_kind(self) -> dict[str, float]:
+        """Seconds in each OP_KINDS kind (and the rest), largest first."""
+        kinds: Counter = Counter()
+        for func, seconds in self.seconds.items():
+            kinds[op_kind(func)] += seconds
+        return dict(kinds.most_common())
 
 
 def _to_host(func, args, kwargs) -> bool:
@@ -85,17 +123,21 @@ def _to_host(func, args, kwargs) -> bool:
     )
 
 
-def count_dispatch(trainer: Trainer, updates: int) -> tuple[float, float, Counter]:
+def count_dispatch(trainer: Trainer, updates: int) -> tuple[float, float, DispatchCounter]:
     """aten ops and host syncs per update, over `updates` of the Trainer's own updates
-    (Trainer.update: batch to device, forward, loss, backward, clipping, AdamW)."""
+    (Trainer.update: batch to device, forward, loss, backward, clipping, AdamW) run once
+    before, and the counter (its syncs and seconds)."""
     plan, order = trainer.start_epoch()
     groups = trainer.update_groups(order)
     trainer.update(plan, groups[0])  # the first update makes the optimiser's state
+    counted = groups[1 : updates + 1]
+    for group in counted:  # once before counting: kernels built per shape are built
+        trainer.update(plan, group)
     with DispatchCounter() as counter:
-        for group in groups[1 : updates + 1]:
+        for group in counted:
             trainer.update(plan, group)
     n = min(updates, len(groups) - 1)
-    return sum(counter.ops.values()) / n, sum(counter.syncs.values()) / n, counter.syncs
+    return sum(counter.ops.values()) / n, sum(counter.syncs.values()) / n, counter
 
 
 def shape_rows(config: Config, multiple: int) -> dict:
@@ -199,7 +241,7 @@ def main() -> None:
     trainer = Trainer(config, progress=False)  # train.pad_to_multiple as it resolves here
     multiples = sorted({1, trainer.config.train.pad_to_multiple, args.pad_to_multiple})
     shapes = {m: shape_rows(config, m) for m in multiples}
-    ops, syncs, which = count_dispatch(trainer, args.updates)
+    ops, syncs, counter = count_dispatch(trainer, args.updates)
     counted_in, counted_multiple = trainer.precision, trainer.config.train.pad_to_multiple
     compiled = {}
     if not args.skip_compile:
@@ -237,8 +279,15 @@ def main() -> None:
         f"pad_to_multiple {counted_multiple}:"
     )
     print(f"  aten ops an update {ops:,.0f}; host syncs an update {syncs:g}")
-    for func, count in which.items():
+    for func, count in counter.syncs.items():
         print(f"    {func}: {count}")
+    kinds = counter.by_kind()
+    total = sum(kinds.values())
+    where = "kernel" if torch.device(args.device).type == "cpu" else "launch (host)"
+    print(
+        f"  {where} time of the ops, by kind: "
+        + ", ".join(f"{kind} {share / total:.0%}" for kind, share in kinds.items())
+    )
     print("\ntraining, target tokens/s (eager; pad_to_multiple as each precision resolves it)")
     for precision, rate in speed.items():
         flops = rate * per_token

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch._dynamo
-from step_profile import DispatchCounter
+from step_profile import DispatchCounter, op_kind
 from test_cli import CONFIG
 from test_train import with_train
 
@@ -210,6 +210,16 @@ def test_attention_dropout_is_its_own_knob_and_defaults_to_dropout(config):
 
 
 # ---- scripts/step_profile.py -----------------------------------------------------------
+def test_each_op_of_an_update_falls_in_one_kind():
+    aten = torch.ops.aten
+    assert op_kind(aten.addmm.default) == op_kind(aten.bmm.default) == "matmuls"
+    assert op_kind(aten._to_copy.default) == "casts and copies"
+    assert op_kind(aten.random_.default) == op_kind(aten.ge.Scalar) == "dropout masks"
+    assert op_kind(aten._foreach_norm.Scalar) == "optimiser and clipping"
+    assert op_kind(aten._log_softmax.default) == "softmax and loss"
+    assert op_kind(aten.native_layer_norm.default) == "everything else"
+
+
 def test_step_profile_runs_and_reports_every_measure(tmp_path, corpus):
     script = Path(__file__).resolve().parents[1] / "scripts/step_profile.py"
     (tmp_path / "small.toml").write_text(CONFIG)
@@ -229,3 +239,6 @@ def test_step_profile_runs_and_reports_every_measure(tmp_path, corpus):
         assert line in out, out
     breaks = next(x for x in out.splitlines() if x.startswith("compiled: graph breaks"))
     assert set(breaks.split()[3:]) == {"0"}  # as planned, and with static shapes
+    kinds = next(x for x in out.splitlines() if "kernel time of the ops, by kind:" in x)
+    shares = [int(part.rsplit(" ", 1)[1].rstrip("%")) for part in kinds.split(": ")[1].split(", ")]
+    assert "matmuls" in kinds and 98 <= sum(shares) <= 102  # every op in one kind, rounded
