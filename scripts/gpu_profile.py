@@ -9,8 +9,8 @@ For each config (its data prepared first if missing), on fresh Trainers with the
    static shapes (`train.pad_to_multiple` 8), `model.attention_dropout` 0, the token
    budget ×4, `train.compile` with dynamic shapes, compiled over static shapes (CUDA
    graphs on CUDA), and all of them together: target tokens/s over --steps updates after
-   one update of each batch shape and --warmup more (that warm-up, compiling and
-   recording included, is its own column), MFU against the measured bf16 8192³ matmul
+   one update of each batch shape and --warmup more (that warm-up, building the Trainer,
+   compiling and recording included, is its own column), MFU against the measured bf16 8192³ matmul
    peak, and the mean loss over the timed updates (variants that keep the batches train on
    the same ones from the same seed). A variant that fails prints its error and the rest go on;
 2. a torch.profiler window of --profile-steps updates of the config as it is and of the
@@ -93,7 +93,7 @@ def load(path: str, args, **values: Any):
 
 def measure(config, args, peak: float) -> dict:
     """A fresh Trainer's tokens/s after its warm-up (one update of each batch shape, then
-    --warmup updates), and the warm-up's own seconds."""
+    --warmup updates), and the seconds from building the Trainer to the end of warm-up."""
     began = time.perf_counter()
     trainer = Trainer(config, progress=False)
     prime_shapes(trainer)
