@@ -30,6 +30,7 @@ from translator.data.tokenizer import PAD
 from translator.model import checkpoint
 from translator.model.flops import forward_flops
 from translator.model.rundir import RunDir
+from translator.training import graphs
 from translator.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
@@ -121,15 +122,19 @@ def matmul_peak(
     return 2 * n**3 * runs / (time.perf_counter() - start), f"{str(dtype)[6:]} {n}³ matmul"
 
 
-def prime_shapes(trainer: Trainer, most: int | None = None) -> None:
-    """One update of each distinct batch shape of the first epoch (the first `most`), so
-    that what is built once per shape (oneDNN's bf16 kernels on a CPU, compiled graphs) is
-    built before timing starts; the epoch's counters are left as they were."""
+def prime_shapes(trainer: Trainer, most: int | None = None, times: int = 0) -> None:
+    """`times` updates of each distinct batch shape of the first epoch (the first `most`),
+    so that what is built once per shape (oneDNN's bf16 kernels on a CPU, compiled graphs,
+    CUDA graphs after their eager warm-up) is built before timing starts; `times` 0: one,
+    or with CUDA graphs as many as make each shape's graph. The epoch's counters are left
+    as they were."""
     plan = trainer.data.train.epoch(0)
     state = trainer.state
     saved = state.position, state.epoch_tokens, state.epoch_seconds
+    times = times or 1 + (graphs.WARMUP if trainer.graphed else 0)
     for i in plan.first_of_each_shape()[:most]:
-        trainer.update(plan, [i])
+        for _ in range(times):
+            trainer.update(plan, [i])
     state.position, state.epoch_tokens, state.epoch_seconds = saved
 
 

@@ -4,7 +4,9 @@
 
 1. bf16 autocast against fp32: the loss of the same --steps updates from one seed, both
    ways: the largest gap of one update's loss and the gap of the last 20 updates' mean.
-2. `train.compile` against eager, the same over --compile-steps updates (bf16 both).
+2. `train.compile` against eager, the same over --compile-steps updates (bf16 both), and
+   `train.cuda_graphs` against eager over --graph-steps updates (dropout on: a replay
+   draws from the CUDA generator as the eager step does).
 3. Resume (`train --resume`): --epochs epochs straight through, twice (two runs of the same
    seed differ by the GPU's own nondeterminism: atomics in the backward pass), and once
    stopped an epoch early then resumed. The last epoch's losses and the largest weight
@@ -22,7 +24,7 @@ import argparse
 from pathlib import Path
 
 import torch
-from common import ROOT, Steps, bf16_vs_fp32, load_on
+from common import ROOT, Steps, bf16_vs_fp32, load_on, prime_shapes
 from reference import naive
 
 from translator.corpus.pipeline import prepare
@@ -31,6 +33,7 @@ from translator.data.layout import read_split, tokenizer_file
 from translator.inference.search import one_at_a_time
 from translator.inference.torch_engine import Translator
 from translator.model.rundir import RunDir
+from translator.training.graphs import WARMUP
 from translator.training.trainer import Trainer, train
 
 
@@ -45,6 +48,17 @@ def compiled_vs_eager(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         config.train.compile = compiled
         curves.append(Steps(Trainer(config, progress=False)).run(n)[3])
     config.train.compile = False
+    return curves[0], curves[1]
+
+
+def graphed_vs_eager(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    curves = []
+    for graphed in (True, False):
+        config.train.cuda_graphs = graphed
+        trainer = Trainer(config, progress=False)
+        prime_shapes(trainer, times=1 + WARMUP)  # the same updates either way
+        curves.append(Steps(trainer).run(n)[3])
+    config.train.cuda_graphs = False
     return curves[0], curves[1]
 
 
@@ -95,9 +109,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-gpu.toml"))
     parser.add_argument("--input", action="append", help="the corpus, instead of the config's")
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=200, help="0: no bf16 check")
     parser.add_argument("--compile-steps", type=int, default=50, help="0: no compile check")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--graph-steps", type=int, default=50, help="0: no CUDA graph check")
+    parser.add_argument("--epochs", type=int, default=3, help="0: no resume or decoding check")
     parser.add_argument("--sentences", type=int, default=500)
     parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"))
     parser.add_argument("--device", default="cuda")
@@ -113,14 +128,19 @@ def main() -> None:
         lines.append(line)
         print(line, flush=True)
 
-    report(f"bf16 vs fp32, {args.steps} updates: {gaps(*bf16_vs_fp32(config, args.steps))}")
-    runs = resume_runs(args.config, args.device, args.input, args.epochs, args.out)
-    floor = compare_runs(runs["straight"], runs["again"])
-    report(f"resume, {args.epochs} epochs, straight vs straight: {floor}")
-    report(f"resume, resumed vs straight: {compare_runs(runs['resumed'], runs['straight'])}")
-    checkpoint = RunDir(runs["straight"]).last
-    cached = cached_vs_uncached(checkpoint, config.data.dir, args.device, args.sentences)
-    report(f"cached vs uncached greedy, fp32: {cached}")
+    if args.graph_steps:
+        curves = graphed_vs_eager(config, args.graph_steps)
+        report(f"CUDA graphs vs eager, {args.graph_steps} updates: {gaps(*curves)}")
+    if args.steps:
+        report(f"bf16 vs fp32, {args.steps} updates: {gaps(*bf16_vs_fp32(config, args.steps))}")
+    if args.epochs:
+        runs = resume_runs(args.config, args.device, args.input, args.epochs, args.out)
+        floor = compare_runs(runs["straight"], runs["again"])
+        report(f"resume, {args.epochs} epochs, straight vs straight: {floor}")
+        report(f"resume, resumed vs straight: {compare_runs(runs['resumed'], runs['straight'])}")
+        checkpoint = RunDir(runs["straight"]).last
+        cached = cached_vs_uncached(checkpoint, config.data.dir, args.device, args.sentences)
+        report(f"cached vs uncached greedy, fp32: {cached}")
     if args.compile_steps:
         curves = compiled_vs_eager(config, args.compile_steps)
         report(f"compiled vs eager, {args.compile_steps} updates: {gaps(*curves)}")

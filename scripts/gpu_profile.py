@@ -7,10 +7,12 @@ For each config (its data prepared first if missing), on fresh Trainers with the
 
 1. the levers side by side (--variants; the catalogue is VARIANTS): the config as it is,
    static shapes (`train.pad_to_multiple` 8), `model.attention_dropout` 0, the token
-   budget ×4, `train.compile` with dynamic shapes, compiled over static shapes (CUDA
-   graphs on CUDA), and all of them together: target tokens/s over --steps updates after
-   one update of each batch shape and --warmup more (that warm-up, building the Trainer,
-   compiling and recording included, is its own column), MFU against the measured bf16 8192³ matmul
+   budget ×4, `train.cuda_graphs` (alone, over static shapes, with ×4 tokens),
+   `train.compile` with dynamic shapes and over static shapes, and the levers together
+   (CUDA graphs, static shapes, attention dropout 0): target tokens/s over --steps updates
+   after one update of each batch shape (three with CUDA graphs: two eager, one recording)
+   and --warmup more (that warm-up, building the Trainer, compiling and recording included,
+   is its own column), MFU against the measured bf16 8192³ matmul
    peak, and the mean loss over the timed updates (variants that keep the batches train on
    the same ones from the same seed). A variant that fails prints its error and the rest go on;
 2. a torch.profiler window of --profile-steps updates of the config as it is and of the
@@ -62,13 +64,17 @@ GRAPH_LAUNCHES = ("cudagraphlaunch",)
 
 STATIC = {"train.pad_to_multiple": 8}
 COMPILED = {"train.compile": True}
+GRAPHS = {"train.cuda_graphs": True}
 NO_ATTENTION_DROPOUT = {"model.attention_dropout": 0.0}
-LEVERS = {**COMPILED, **STATIC, **NO_ATTENTION_DROPOUT}
+LEVERS = {**GRAPHS, **STATIC, **NO_ATTENTION_DROPOUT}
 VARIANTS: dict[str, dict[str, Any]] = {  # label: overrides ("x4": train.max_tokens × 4)
     "as configured": {},
     "static shapes": STATIC,
     "attention dropout 0": NO_ATTENTION_DROPOUT,
     "max_tokens x4": {"x4": True},
+    "cuda graphs": GRAPHS,
+    "cuda graphs, static shapes": {**GRAPHS, **STATIC},
+    "cuda graphs, max_tokens x4": {**GRAPHS, "x4": True},
     "compile": COMPILED,
     "compile, static shapes": {**COMPILED, **STATIC},
     "levers": LEVERS,
@@ -272,7 +278,7 @@ def main() -> None:
         nargs="*",
         default=list(VARIANTS)[1:],
         choices=list(VARIANTS),
-        help="besides the config as it is (a compile takes a minute or more on a GPU)",
+        help="besides the config as it is (a compile takes over 100 s on an H100)",
     )
     args = parser.parse_args()
     args.inputs, args.sets = {}, {}

@@ -3,30 +3,35 @@
 # go), each stage under its own time limit, logs and tables under OUT, the tables last:
 #
 #   bash scripts/gpu_session.sh OUT [TRAIN_MINUTES]
+#   RESUME=1 bash scripts/gpu_session.sh OUT2 [TRAIN_MINUTES]   # the next call: stage 4 only
 #
-# 1. scripts/gpu_profile.py on configs/base.toml over the Tatoeba + WMT data: the eager
-#    levers side by side (static shapes, attention dropout 0, 4x tokens), profiles of the
-#    config and the fastest lever;
-# 2. configs/tatoeba-gpu.toml as it is against `train.compile` (one compile with dynamic
-#    shapes: over 100 s on an H100 for this 6+6-layer model; the compiled variants over
-#    static shapes compile once per shape, too long for a lease: docs/performance.md);
-# 3. base.toml trained TRAIN_MINUTES (default 2) on that data with the fastest variant's
-#    settings from 1: its metrics.tsv (the loss curve and tokens/s an epoch) and log.
+# 1. scripts/gpu_check.py on configs/tatoeba-gpu.toml: CUDA graphs against eager (and, with
+#    CHECK_STEPS and CHECK_EPOCHS, bf16 against fp32, exact resume, cached decoding);
+# 2. scripts/gpu_profile.py on configs/base.toml over the Tatoeba + WMT data: the config as
+#    it is against `train.cuda_graphs` (alone, over static shapes, with 4x tokens) and the
+#    levers together; profiles of the config and the fastest variant;
+# 3. the same for configs/tatoeba-gpu.toml;
+# 4. base.toml trained on that data with the fastest variant's settings from 2 (kept in
+#    runs/base-tw.sets) until TRAIN_MINUTES of training in all (default 10) or the stage's
+#    limit: `timeout` sends SIGTERM, on which training saves last.pt, so a second call
+#    with RESUME=1 on the same machine continues it exactly (`train --resume`). Its
+#    metrics.tsv (the loss curve and tokens/s an epoch) and log go to OUT.
 #
 # It prepares the data it lacks (reading ../shared/data): a GPU machine, which has neither
 # that data nor the internet, needs data/prepared carried, prepared here by a dry run.
 # PYTHON picks the interpreter (default python3), DEVICE the device (default cuda; cpu for a
-# dry run), BASE_SECONDS, GPU_SECONDS and TRAIN_SECONDS the stages' limits. The project is
-# imported from this folder.
+# dry run), CHECK_SECONDS, BASE_SECONDS, GPU_SECONDS and TRAIN_SECONDS the stages' limits.
+# The project is imported from this folder.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: $0 OUT [TRAIN_MINUTES]}
-MINUTES=${2:-2}
+MINUTES=${2:-10}
 PY=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 BASE_DATA=data/prepared/base-tw
-mkdir -p "$OUT"
+RUN=runs/base-tw
+mkdir -p "$OUT" runs
 
 prepare() {  # config, prepared dir, translator prepare arguments…: only if not there yet
     [ -f "$2/spm.zh.model" ] || $PY -m translator prepare -c "$1" "${@:3}" >>"$OUT/prepare.log" 2>&1
@@ -48,22 +53,30 @@ profile() {  # seconds, config, gpu_profile arguments…
     [ -f "$OUT/gpu_profile.md" ] && mv "$OUT/gpu_profile.md" "$OUT/gpu_profile-$name.md"
 }
 
-profile "${BASE_SECONDS:-150}" configs/base.toml --set "base:data.dir=$BASE_DATA" \
-    --variants "attention dropout 0" "static shapes" "max_tokens x4"
-profile "${GPU_SECONDS:-240}" configs/tatoeba-gpu.toml --variants compile
-
-sets=()  # the fastest base variant's settings, at the config's own token budget
-if [ -f "$OUT/best-base.txt" ]; then
-    while read -r line; do
-        [[ $line == train.max_tokens=* ]] || sets+=(--set "$line")
-    done <"$OUT/best-base.txt"
+if [ -z "${RESUME:-}" ]; then
+    timeout "${CHECK_SECONDS:-50}" $PY scripts/gpu_check.py -c configs/tatoeba-gpu.toml \
+        --device "$DEVICE" --out runs/gpu-check --compile-steps 0 --graph-steps 50 \
+        --steps "${CHECK_STEPS:-0}" --epochs "${CHECK_EPOCHS:-0}" 2>&1 | tee "$OUT/check.log"
+    profile "${BASE_SECONDS:-160}" configs/base.toml --set "base:data.dir=$BASE_DATA" \
+        --variants "cuda graphs" "cuda graphs, static shapes" "cuda graphs, max_tokens x4" levers
+    profile "${GPU_SECONDS:-80}" configs/tatoeba-gpu.toml --variants "cuda graphs" levers
+    : >"$RUN.sets"  # the fastest base variant's settings, at the config's own token budget
+    if [ -f "$OUT/best-base.txt" ]; then
+        grep -v '^train.max_tokens=' "$OUT/best-base.txt" >"$RUN.sets"
+    fi
+    start=(--overwrite)
+else
+    start=(--resume)
 fi
-echo "training base.toml for $MINUTES minutes with: ${sets[*]:-the config as it is}" | tee "$OUT/train.log"
-timeout "${TRAIN_SECONDS:-170}" $PY -m translator train -c configs/base.toml --device "$DEVICE" \
-    --set "data.dir=$BASE_DATA" --set train.run_dir=runs/base-tw --overwrite \
-    --max-minutes "$MINUTES" "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v '^epoch.*it/s\]$' >>"$OUT/train.log"
-cp runs/base-tw/metrics.tsv "$OUT/train-metrics.tsv" 2>/dev/null
 
-cat "$OUT"/gpu.txt "$OUT"/gpu_profile-*.md 2>/dev/null
+sets=()
+while read -r line; do sets+=(--set "$line"); done <"$RUN.sets"
+echo "training base.toml to $MINUTES minutes (${start[*]}) with: ${sets[*]:-the config as it is}" | tee "$OUT/train.log"
+timeout "${TRAIN_SECONDS:-300}" $PY -m translator train -c configs/base.toml --device "$DEVICE" \
+    --set "data.dir=$BASE_DATA" --set "train.run_dir=$RUN" "${start[@]}" \
+    --max-minutes "$MINUTES" "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v '^epoch.*it/s\]$' >>"$OUT/train.log"
+cp "$RUN/metrics.tsv" "$OUT/train-metrics.tsv" 2>/dev/null
+
+cat "$OUT"/gpu.txt "$OUT"/check.log "$OUT"/gpu_profile-*.md 2>/dev/null
 tail -n 8 "$OUT/train.log"
 column -t "$OUT/train-metrics.tsv" 2>/dev/null | cut -c 1-200

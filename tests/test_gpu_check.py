@@ -16,12 +16,15 @@ def test_gpu_check_runs_on_the_cpu(tmp_path, corpus):
     (tmp_path / "small.toml").write_text(CONFIG.replace('"corpus.tsv"', f'"{corpus}"'))
     command = [sys.executable, str(SCRIPT), "-c", "small.toml", "--device", "cpu", "--out", "out"]
     command += ["--steps", "4", "--compile-steps", "0", "--epochs", "2", "--sentences", "20"]
+    command += ["--graph-steps", "4"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = (tmp_path / "out/gpu_check.md").read_text().splitlines()
     assert lines[0].startswith("- CPU, torch ")
     exact = "train loss gap 0.00000, valid loss gap 0.00000, weights 0.00e+00"
-    assert lines[2] == f"- resume, 2 epochs, straight vs straight: {exact}"
-    assert lines[3] == f"- resume, resumed vs straight: {exact}"
-    assert lines[4] == "- cached vs uncached greedy, fp32: 20 of 20 sentences identical (100.0%)"
+    same = "largest per-update gap 0.0000, last 20 updates' mean 0.0000"
+    assert lines[1] == f"- CUDA graphs vs eager, 4 updates: {same}"  # off on a CPU: eager twice
+    assert lines[3] == f"- resume, 2 epochs, straight vs straight: {exact}"
+    assert lines[4] == f"- resume, resumed vs straight: {exact}"
+    assert lines[5] == "- cached vs uncached greedy, fp32: 20 of 20 sentences identical (100.0%)"
     assert (tmp_path / "out/resume-resumed/checkpoints/last.pt").is_file()

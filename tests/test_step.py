@@ -24,7 +24,7 @@ from translator.model import checkpoint
 from translator.model.loss import sequence_loss
 from translator.model.transformer import CrossAttention, SelfAttention, Transformer
 from translator.training import precision
-from translator.training.compiled import uses_cuda_graphs
+from translator.training.graphs import GraphedSteps, uses_cuda_graphs
 from translator.training.tensorboard import Board
 from translator.training.trainer import Trainer, train
 
@@ -153,16 +153,78 @@ def test_the_compiled_step_has_no_graph_break_and_matches_eager_over_20_updates(
     assert compiled == pytest.approx(eager, abs=1e-4)
 
 
-def test_cuda_graphs_only_where_they_are_safe(config):
-    """CUDA graphs (mode="reduce-overhead" over the graphs specialised to each shape) need
-    CUDA, static shapes and one batch an update; everywhere else the compiled step is plain
-    torch.compile. The CUDA path itself runs only on a GPU (scripts/gpu_profile.py)."""
-    cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    on = dataclasses.replace(config.train, compile=True, pad_to_multiple=8, update_freq=1)
-    assert uses_cuda_graphs(on, cuda)
-    assert not uses_cuda_graphs(on, cpu)
-    for change in ({"compile": False}, {"pad_to_multiple": 1}, {"update_freq": 2}):
-        assert not uses_cuda_graphs(dataclasses.replace(on, **change), cuda)
+# ---- CUDA graphs ----------------------------------------------------------------------
+def test_cuda_graphs_only_on_cuda_in_one_process(config, caplog):
+    on = dataclasses.replace(config.train, cuda_graphs=True)
+    assert uses_cuda_graphs(on, CUDA, world=1)
+    assert not uses_cuda_graphs(on, CPU, world=1)
+    assert not uses_cuda_graphs(on, CUDA, world=2)
+    assert not uses_cuda_graphs(config.train, CUDA, world=1)
+    with caplog.at_level(logging.INFO, logger="translator"):
+        trainer = Trainer(with_train(config, cuda_graphs=True), progress=False)
+        trainer.log_start()
+    assert trainer.graphed is None
+    assert "CUDA graphs: off, as they need CUDA in one process" in caplog.text
+
+
+def recorder_like_cuda_graphs(recorded: list):
+    """Records as torch.cuda.graph does: nothing runs while recording; each replay runs the
+    recorded work again over the same input tensors and writes the same output tensor. So a
+    step that forgot to copy a new batch in, or to read its loss before the next replay,
+    would give other losses than eager."""
+
+    def record(run):
+        out = torch.zeros(())
+        recorded.append(run)
+        return (lambda: out.copy_(run().detach())), out
+
+    return record
+
+
+@pytest.mark.parametrize("update_freq", [1, 2])
+def test_graphed_steps_give_the_eager_losses_and_weights(config, update_freq):
+    """train.cuda_graphs' bookkeeping (graphs.py) on the CPU, with a recorder that has a
+    CUDA graph's semantics: per shape WARMUP eager batches, then one recording replayed;
+    gradients added in place (update_freq 2 accumulates); dropout on."""
+    config = with_train(config, update_freq=update_freq, pad_to_multiple=8)
+    config.model.dropout = 0.1
+    trainers, losses, recorded = [], [], []
+    for graph in (False, True):
+        trainer = Trainer(config, progress=False)
+        if graph:
+            params = list(trainer.model.parameters())
+            record = recorder_like_cuda_graphs(recorded)
+            trainer.graphed = GraphedSteps(trainer.forward_backward, params, CPU, record, warmup=1)
+        plan, order = trainer.start_epoch()
+        groups = trainer.update_groups(order)
+        losses.append(
+            [
+                trainer.train_step([plan[i] for i in groups[k % len(groups)]]).item()
+                for k in range(20)
+            ]
+        )
+        trainers.append(trainer)
+    eager, graphed = trainers
+    shapes = {(tuple(b.src.shape), tuple(b.tgt_in.shape)) for b in map(plan.__getitem__, order)}
+    assert 1 <= len(recorded) == len(graphed.graphed.graphs) <= len(shapes)
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6)
+    for a, b in zip(eager.model.parameters(), graphed.model.parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+
+
+def test_graphs_keep_writing_the_gradients_the_optimiser_reads(config):
+    """If something sets the gradients to None (the out-of-memory guard), the graphs'
+    gradient tensors go back in place, zeroed, instead of being written where nobody reads."""
+    trainer = Trainer(config, progress=False)
+    params = list(trainer.model.parameters())
+    steps = GraphedSteps(trainer.forward_backward, params, CPU, recorder_like_cuda_graphs([]))
+    steps.keep_grads()
+    kept = [p.grad for p in params]
+    for g in kept:
+        g.fill_(1.0)
+    trainer.optimizer.zero_grad(set_to_none=True)
+    steps.keep_grads()
+    assert all(p.grad is g and not g.any() for p, g in zip(params, kept, strict=True))
 
 
 def epoch_batches(trainer: Trainer, n: int) -> list[int]:

@@ -140,6 +140,9 @@ class TrainConfig:
     # matrix instructions (training/precision.py)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False  # torch.compile of forward, loss and backward (fullgraph)
+    # on CUDA (one process): each batch shape's forward, loss and backward recorded as a
+    # CUDA graph and replayed (training/graphs.py)
+    cuda_graphs: bool = False
     # static shapes: batch lengths rounded up to this, rows filled to the budget; 1: off;
     # 0: 2 in bf16 on a CPU (oneDNN's bf16 kernels thrash on many shapes), else 1
     pad_to_multiple: int = 0

@@ -4,13 +4,11 @@ backward compiled with them by AOTAutograd.
 
 With static shapes (`train.pad_to_multiple` > 1) the graph is specialised to each batch
 shape, of which an epoch has a small menu (dataset.Batches), so it compiles once per
-shape, and on CUDA it runs as CUDA graphs (`mode="reduce-overhead"`): one launch a step
-instead of a thousand. Without them it compiles once with dynamic shapes.
-
-Compiling once with dynamic shapes and recording a CUDA graph per shape would compile only
-once, but in torch 2.11 on an H100 that process died with a segmentation fault (in both
-6+6-layer GPU configs; scripts/gpu_profile.py's "levers", docs/performance.md), so CUDA
-graphs keep to specialised graphs.
+shape; without them it compiles once with dynamic shapes. CUDA graphs are apart
+(`train.cuda_graphs`, graphs.py): they record the compiled step as they record the eager
+one. (torch.compile's own CUDA graphs, `mode="reduce-overhead"`, compiled once with
+dynamic shapes, died with a segmentation fault on an H100 in torch 2.11, and compiled per
+shape cost over 100 s a shape there: docs/performance.md.)
 """
 
 from __future__ import annotations
@@ -25,21 +23,7 @@ from translator.config import TrainConfig
 LossFunction = Callable[..., torch.Tensor]
 
 
-def uses_cuda_graphs(train_cfg: TrainConfig, device: torch.device) -> bool:
-    """CUDA graphs need static shapes, and one batch an update: with gradient accumulation
-    (train.update_freq > 1) the next batch's replay would overwrite the gradients the
-    first one left in the graphs' memory before they are summed."""
-    return (
-        train_cfg.compile
-        and device.type == "cuda"
-        and train_cfg.pad_to_multiple > 1
-        and train_cfg.update_freq == 1
-    )
-
-
-def compiled(
-    loss_of: LossFunction, train_cfg: TrainConfig, device: torch.device, shapes: int
-) -> LossFunction:
+def compiled(loss_of: LossFunction, train_cfg: TrainConfig, shapes: int) -> LossFunction:
     """`loss_of` compiled as train_cfg asks (itself with train.compile off); `shapes`:
     the distinct batch shapes of the first epoch, each compiled once when they are static
     (room for twice as many: an epoch of weighted corpora or sampled encodings meets a few
@@ -53,12 +37,4 @@ def compiled(
         torch._dynamo.config.accumulated_recompile_limit = max(
             torch._dynamo.config.accumulated_recompile_limit, 2 * limit
         )
-    if not uses_cuda_graphs(train_cfg, device):
-        return torch.compile(loss_of, fullgraph=True, dynamic=not static)
-    step = torch.compile(loss_of, fullgraph=True, dynamic=False, mode="reduce-overhead")
-
-    def graphed(*args: torch.Tensor) -> torch.Tensor:
-        torch.compiler.cudagraph_mark_step_begin()  # the last update's outputs are spent
-        return step(*args)
-
-    return graphed
+    return torch.compile(loss_of, fullgraph=True, dynamic=not static)

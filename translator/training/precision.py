@@ -60,8 +60,9 @@ def pad_multiple(setting: int, precision: str, device: torch.device) -> int:
     return 2 if precision == "bf16" and device.type == "cpu" else 1
 
 
-def autocast(precision: str, device: torch.device) -> AbstractContextManager:
-    """The context a training forward pass runs in."""
+def autocast(precision: str, device: torch.device, cache: bool = True) -> AbstractContextManager:
+    """The context a training forward pass runs in; `cache` False for a pass recorded as a
+    CUDA graph (autocast's cache of bf16 weight copies must not outlive the recording)."""
     if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)
     return nullcontext()

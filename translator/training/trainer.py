@@ -51,6 +51,12 @@ from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
 from translator.training import distributed, precision
 from translator.training.compiled import compiled
+from translator.training.graphs import (
+    WARMUP,
+    GraphedSteps,
+    cuda_graph_recorder,
+    uses_cuda_graphs,
+)
 from translator.training.oom import MemoryGuard
 from translator.training.optimizer import build_optimizer
 from translator.training.resume import (
@@ -169,9 +175,13 @@ class Trainer:
         # what an update calls for each batch: forward and loss (the model under DDP:
         # replicated), compiled whole with train.compile, backward included; it shares the
         # model's parameters, and checkpoints save the model
-        self.batch_loss = compiled(
-            self.loss_of, train_cfg, self.device, self.data.train.distinct_shapes()
-        )
+        self.batch_loss = compiled(self.loss_of, train_cfg, self.data.train.distinct_shapes())
+        self.graphed: GraphedSteps | None = None  # train.cuda_graphs (graphs.py)
+        if uses_cuda_graphs(train_cfg, self.device, self.ranks.world):
+            self.autocast = precision.autocast(self.precision, self.device, cache=False)
+            recorder = cuda_graph_recorder(self.device)
+            params = list(self.model.parameters())
+            self.graphed = GraphedSteps(self.forward_backward, params, self.device, recorder)
         self.optimizer = build_optimizer(self.model, train_cfg)
         self.schedule = LRSchedule(self.optimizer, train_cfg)
         self.ema = WeightEMA(self.model, train_cfg.ema) if train_cfg.ema else None
@@ -241,6 +251,13 @@ class Trainer:
                 train_cfg.pad_to_multiple,
                 data.train.distinct_shapes(),
                 100 * data.train.padding(),
+            )
+        if train_cfg.cuda_graphs:
+            log.info(
+                "CUDA graphs: %s (train.cuda_graphs)",
+                f"each batch shape's step recorded after {WARMUP} eager batches"
+                if self.graphed
+                else "off, as they need CUDA in one process",
             )
         log.info(
             "model: %s parameters; %d training pairs in %d batches (%d dropped as longer "
@@ -346,19 +363,37 @@ class Trainer:
         tokens = tokens or sum(b.n_tokens for b in batches)
         total = torch.zeros((), device=self.device)
         for j, batch in enumerate(batches):
-            batch = batch.to(self.device, non_blocking=True)
             last = j == len(batches) - 1
             with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
-                loss_sum = self.batch_loss(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
-                # DDP averages gradients over ranks: × world makes them the update's sum
-                (loss_sum / tokens * self.ranks.world * counted).backward()
+                if self.graphed:
+                    loss_sum = self.graphed(batch, tokens)
+                else:
+                    on = batch.to(self.device, non_blocking=True)
+                    args = (on.src, on.tgt_in, on.src_mask, on.tgt_out, tokens, counted)
+                    loss_sum = self.forward_backward(*args)
             total += loss_sum.detach() * counted
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=self.graphed is None)  # graphs write in place
         if self.ema:
             self.ema.update()
         return total
+
+    def forward_backward(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt_out: torch.Tensor,
+        tokens: int | torch.Tensor,
+        counted: bool = True,
+    ) -> torch.Tensor:
+        """One batch's summed loss, its gradients (normalised by the update's `tokens`)
+        added to the parameters'. What a CUDA graph records (graphs.py)."""
+        loss_sum = self.batch_loss(src, tgt_in, src_mask, tgt_out)
+        # DDP averages gradients over ranks: × world makes them the update's sum
+        (loss_sum / tokens * self.ranks.world * counted).backward()
+        return loss_sum
 
     def loss_of(
         self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor, tgt_out: torch.Tensor
