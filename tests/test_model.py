@@ -121,6 +121,24 @@ def test_dropout_drops_p_and_keeps_the_expectation(p):
     assert drop.eval()(x) is x
 
 
+def test_dropout_in_bf16_rounds_once_and_stays_bf16():
+    """bf16 values (train.precision): each kept value and its gradient is the value times
+    1/(1 - p) rounded once to bf16, the rest 0, and nothing turns float32."""
+    from translator.model.dropout import Dropout
+
+    drop = Dropout(0.1)
+    x = torch.randn(300, 300).bfloat16().requires_grad_()
+    y = drop(x)
+    g = torch.randn(300, 300).bfloat16()
+    y.backward(g)
+    kept = y != 0
+    assert y.dtype == x.grad.dtype == torch.bfloat16
+    assert abs(1 - kept.float().mean().item() - 0.1) < 0.01
+    expected = (x.detach().float() * drop.scale).bfloat16()
+    assert torch.equal(y.detach(), torch.where(kept, expected, 0))
+    assert torch.equal(x.grad, torch.where(kept, (g.float() * drop.scale).bfloat16(), 0))
+
+
 def test_forward_flops_match_pytorchs_count():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
