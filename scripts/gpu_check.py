@@ -42,23 +42,16 @@ def gaps(a: torch.Tensor, b: torch.Tensor) -> str:
     return f"largest per-update gap {(a - b).abs().max():.4f}, last 20 updates' mean {tail:.4f}"
 
 
-def compiled_vs_eager(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def on_vs_off(config, key: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The losses of the same `n` updates with train.`key` on and off, each Trainer primed
+    alike (so a CUDA graph is recorded for every shape before the compared updates)."""
     curves = []
-    for compiled in (True, False):
-        config.train.compile = compiled
-        curves.append(Steps(Trainer(config, progress=False)).run(n)[3])
-    config.train.compile = False
-    return curves[0], curves[1]
-
-
-def graphed_vs_eager(config, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    curves = []
-    for graphed in (True, False):
-        config.train.cuda_graphs = graphed
+    for on in (True, False):
+        setattr(config.train, key, on)
         trainer = Trainer(config, progress=False)
         prime_shapes(trainer, times=1 + WARMUP)  # the same updates either way
         curves.append(Steps(trainer).run(n)[3])
-    config.train.cuda_graphs = False
+    setattr(config.train, key, False)
     return curves[0], curves[1]
 
 
@@ -129,7 +122,7 @@ def main() -> None:
         print(line, flush=True)
 
     if args.graph_steps:
-        curves = graphed_vs_eager(config, args.graph_steps)
+        curves = on_vs_off(config, "cuda_graphs", args.graph_steps)
         report(f"CUDA graphs vs eager, {args.graph_steps} updates: {gaps(*curves)}")
     if args.steps:
         report(f"bf16 vs fp32, {args.steps} updates: {gaps(*bf16_vs_fp32(config, args.steps))}")
@@ -142,7 +135,7 @@ def main() -> None:
         cached = cached_vs_uncached(checkpoint, config.data.dir, args.device, args.sentences)
         report(f"cached vs uncached greedy, fp32: {cached}")
     if args.compile_steps:
-        curves = compiled_vs_eager(config, args.compile_steps)
+        curves = on_vs_off(config, "compile", args.compile_steps)
         report(f"compiled vs eager, {args.compile_steps} updates: {gaps(*curves)}")
     (args.out / "gpu_check.md").write_text("\n".join(f"- {line}" for line in lines) + "\n")
 

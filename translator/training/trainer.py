@@ -148,7 +148,9 @@ class Trainer:
         self.run_dir = RunDir(train_cfg.run_dir)
         chosen = precision.resolve(train_cfg.precision, self.device)
         self.precision = distributed.from_main(chosen, self.ranks)  # one choice for all ranks
-        self.autocast = precision.autocast(self.precision, self.device)
+        graphed = uses_cuda_graphs(train_cfg, self.device, self.ranks.world)
+        # a step recorded as a CUDA graph must not keep autocast's cached weight copies
+        self.autocast = precision.autocast(self.precision, self.device, cache=not graphed)
         multiple = precision.pad_multiple(train_cfg.pad_to_multiple, self.precision, self.device)
         train_cfg = replace(train_cfg, pad_to_multiple=multiple)  # config.json records it
         self.config = config = replace(config, train=train_cfg)
@@ -177,8 +179,7 @@ class Trainer:
         # model's parameters, and checkpoints save the model
         self.batch_loss = compiled(self.loss_of, train_cfg, self.data.train.distinct_shapes())
         self.graphed: GraphedSteps | None = None  # train.cuda_graphs (graphs.py)
-        if uses_cuda_graphs(train_cfg, self.device, self.ranks.world):
-            self.autocast = precision.autocast(self.precision, self.device, cache=False)
+        if graphed:
             recorder = cuda_graph_recorder(self.device)
             params = list(self.model.parameters())
             self.graphed = GraphedSteps(self.forward_backward, params, self.device, recorder)
