@@ -1,0 +1,257 @@
+"""translator distill: a teacher's translations of train as a prepared directory, held out by
+construction, filtered and counted, resumable after a kill with the same files."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config, write_tatoeba
+
+from translator.config import DataConfig, from_dict
+from translator.corpus.pipeline import prepare
+from translator.data.dataset import load_training_data, train_corpora
+from translator.data.ids import up_to_date
+from translator.data.layout import read_split, split_file
+from translator.distill import pipeline
+from translator.distill.filters import filter_outputs
+from translator.distill.pipeline import DistillSettings, distill
+from translator.errors import UserError
+from translator.model.checkpoint import load as load_checkpoint
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A teacher that has learnt the generated corpus (d_model 64, 15 epochs, about a
+    second): its best.pt, beside corpus.tsv and prepared/ as `tiny_config` lays out."""
+    from translator.training.trainer import train
+
+    tmp = tmp_path_factory.mktemp("teacher")
+    write_tatoeba(tmp / "corpus.tsv", generated_pairs(300))
+    config = tiny_config(
+        tmp,
+        model={"d_model": 64, "ff_dim": 128},
+        train={"max_epochs": 15, "lr": 3e-3, "warmup_steps": 20},
+    )
+    prepare(config.data)
+    train(config, progress=False)
+    return tmp / "run/checkpoints/best.pt"
+
+
+def teacher_config(trained: Path, **data) -> object:
+    """The config the fixture's teacher trained with (its data), decoding with beam 2."""
+    config = from_dict(load_checkpoint(trained)["config"])
+    decode = dataclasses.replace(config.decode, beam=2, split=False, batch_size=16)
+    return dataclasses.replace(config, decode=decode, data=dataclasses.replace(config.data, **data))
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def test_distilled_directory_keeps_held_out_splits_and_train_english(trained, tmp_path):
+    config = teacher_config(trained)
+    data, out = Path(config.data.dir), tmp_path / "distilled"
+    result = distill(config, DistillSettings(trained, out, shard_size=64), progress=False)
+
+    for name in ["valid.en", "valid.zh", "test.en", "test.zh", "spm.en.model", "spm.zh.model"]:
+        assert (out / name).read_bytes() == (data / name).read_bytes(), name
+    original_en = read_split(data, "train")[0]
+    en, zh = read_split(out, "train")
+    made = result.stats["distilled"]
+    assert made["translated"] == len(original_en)
+    assert made["kept"] + sum(made["dropped"].values()) == made["translated"]
+    assert len(en) == made["kept"] > 0
+    kept = iter(original_en)
+    assert all(any(line == o for o in kept) for line in en)  # the same English, in order
+    held_out = set(read_split(data, "valid")[0]) | set(read_split(data, "test")[0])
+    assert not held_out & set(en)
+    assert up_to_date(out)
+    splits = result.stats["splits"]
+    assert splits == {
+        "train": len(en),
+        "valid": len(read_split(data, "valid")[0]),
+        "test": len(read_split(data, "test")[0]),
+    }
+    assert made["held_out_check"]["checked"] is True
+    assert made["decode"]["beam"] == 2 and made["teacher"]["sha256"]
+
+
+def test_the_teacher_writes_train_targets_as_it_translates(trained, tmp_path):
+    from translator.inference.torch_engine import Translator
+
+    config = teacher_config(trained)
+    out = tmp_path / "distilled"
+    distill(config, DistillSettings(trained, out, shard_size=1000), progress=False)
+    en, zh = read_split(out, "train")
+    teacher = Translator.from_checkpoint(trained, "cpu", config.decode)
+    assert zh[:40] == teacher.translate(en[:40])
+
+
+class Killed(Exception):
+    pass
+
+
+def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatch):
+    config = teacher_config(trained)
+    whole = tmp_path / "whole"
+    first = distill(config, DistillSettings(trained, whole, shard_size=50), progress=False)
+    lines = first.stats["distilled"]["translated"]
+    assert first.shards_translated == -(-lines // 50) == 6
+
+    real = pipeline.translate_shards
+    calls = []
+
+    def killed_in_the_third_shard(translate, *args, **kwargs):
+        def dying(lines):
+            calls.append(len(lines))
+            if len(calls) == 3:
+                raise Killed
+            return translate(lines)
+
+        return real(dying, *args, **kwargs)
+
+    stopped = tmp_path / "stopped"
+    monkeypatch.setattr(pipeline, "translate_shards", killed_in_the_third_shard)
+    with pytest.raises(Killed):
+        distill(config, DistillSettings(trained, stopped, shard_size=50), progress=False)
+    monkeypatch.setattr(pipeline, "translate_shards", real)
+    work = stopped / ".distill"
+    assert sorted(p.name for p in work.glob("shard-*")) == ["shard-000000.zh", "shard-000001.zh"]
+    assert not (stopped / "stats.json").exists()
+    (work / ".shard-000002.zh.x1.tmp").write_text("half a shard\n")  # killed mid-write
+
+    with pytest.raises(UserError, match="--resume continues it"):
+        distill(config, DistillSettings(trained, stopped, shard_size=50), progress=False)
+    resumed = distill(
+        config, DistillSettings(trained, stopped, shard_size=50, resume=True), progress=False
+    )
+    assert resumed.shards_translated == 4
+    assert files_of(stopped) == files_of(whole)
+    for k in range(6):
+        name = f"shard-{k:06d}.zh"
+        assert (work / name).read_bytes() == (whole / ".distill" / name).read_bytes()
+
+
+def test_resume_refuses_other_settings(trained, tmp_path):
+    config = teacher_config(trained)
+    out = tmp_path / "distilled"
+    distill(config, DistillSettings(trained, out, shard_size=100), progress=False)
+    with pytest.raises(UserError, match="shard_size differ"):
+        distill(config, DistillSettings(trained, out, shard_size=50, resume=True), progress=False)
+    other = dataclasses.replace(config, decode=dataclasses.replace(config.decode, beam=3))
+    with pytest.raises(UserError, match="decode differ"):
+        distill(other, DistillSettings(trained, out, shard_size=100, resume=True), progress=False)
+
+
+def test_filters_drop_and_count_each_reason():
+    data_cfg = DataConfig(max_chars=30, min_length_ratio=0.5, max_length_ratio=9.0)
+    rows = [
+        ("Tom is here.", "汤姆在这里。", None),
+        ("Tom is here.", "", "empty"),
+        ("I like it.", "我很喜欢我很喜欢我很喜欢", "loop"),
+        ("Ha!", "哈哈！", None),  # a short repeat is not a loop
+        ("It is a very long sentence indeed.", "这是一个很长的句子。", "too_long"),
+        ("Yes.", "是的是的，我是说是这样的，对的。", "bad_length_ratio"),
+        ("Go.", "這", None),  # traditional made simplified first; ratio 3
+    ]
+    en, zh, reasons = zip(*rows, strict=True)
+    pairs, keep, counts = filter_outputs(pd.Series(en), pd.Series(zh), data_cfg)
+    assert keep.tolist() == [r is None for r in reasons]
+    assert counts == {"empty": 1, "loop": 1, "too_long": 1, "bad_length_ratio": 1}
+    assert pairs["zh"].iloc[6] == "这"
+
+
+def test_keep_original_mixes_the_human_pairs_back_in_with_their_weight(trained, tmp_path):
+    config = teacher_config(trained)
+    data, out = Path(config.data.dir), tmp_path / "distilled"
+    result = distill(
+        config, DistillSettings(trained, out, shard_size=100, keep_original=0.5), progress=False
+    )
+    made = result.stats["distilled"]
+    en, zh = read_split(out, "train")
+    original = read_split(data, "train")
+    assert made["original_pairs"] == len(original[0])
+    assert (en[made["kept"] :], zh[made["kept"] :]) == original
+    corpus, weights = train_corpora(config, out)
+    assert weights == [1.0, 0.5]
+    assert np.asarray(corpus).tolist() == [0] * made["kept"] + [1] * len(original[0])
+
+
+def test_a_student_trains_on_the_distilled_directory(trained, tmp_path):
+    from translator.training.trainer import train
+
+    out = tmp_path / "distilled"
+    distill(teacher_config(trained), DistillSettings(trained, out), progress=False)
+    student = tiny_config(
+        tmp_path,
+        data={"dir": str(out)},
+        model={"encoder_layers": 2, "decoder_layers": 1},
+        train={"max_epochs": 1},
+    )
+    assert load_training_data(student).train_pairs == len(read_split(out, "train")[0])
+    result = train(student, progress=False)
+    assert result.state.step > 0 and (tmp_path / "run/checkpoints/best.pt").is_file()
+
+
+def test_a_teacher_that_trained_on_held_out_sentences_is_refused(trained, tmp_path):
+    config = teacher_config(trained)
+    other_split = dataclasses.replace(config.data, dir=str(tmp_path / "seed2"), seed=2)
+    prepare(other_split)  # the same corpus split another way: its test was the teacher's train
+    with pytest.raises(UserError, match="the teacher trained on"):
+        distill(
+            dataclasses.replace(config, data=other_split),
+            DistillSettings(trained, tmp_path / "out"),
+            progress=False,
+        )
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_distills_and_fails_in_one_line(trained, tmp_path):
+    config = teacher_config(trained)
+    (tmp_path / "teacher.toml").write_text(
+        f'[data]\ndir = "{config.data.dir}"\n[train]\ndevice = "cpu"\n', encoding="utf-8"
+    )
+    args = ["distill", "-c", "teacher.toml", "--teacher", str(trained.parent.parent)]
+    done = run_cli(*args, "--out", "made", "--beam", "1", "--shard-size", "100", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = len(read_split(config.data.dir, "train")[0])
+    assert f"translated {lines} train sentences (3 shards" in done.stdout
+    assert "sent/s" in done.stderr
+    assert split_file(tmp_path / "made", "train", "zh").is_file()
+
+    again = run_cli(*args, "--out", "made", cwd=tmp_path)
+    assert_one_line_error(again, "made exists", "--resume")
+    bad = run_cli(*args, "--out", "x", "--engine", "marian", cwd=tmp_path)
+    assert_one_line_error(bad, "--engine must be torch or ct2")
+    missing = run_cli(*args, "--out", "y", "--data", "nowhere", cwd=tmp_path)
+    assert_one_line_error(missing, "no prepared data in nowhere")
+
+
+def test_ctranslate2_teacher(trained, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from translator.deploy.export import export
+
+    model_dir = tmp_path / "ct2"
+    export(trained, model_dir)
+    config = teacher_config(trained)
+    ct2 = dataclasses.replace(
+        config,
+        decode=dataclasses.replace(
+            config.decode, beam=1, engine="ctranslate2", model_dir=str(model_dir)
+        ),
+    )
+    torch_made = distill(
+        dataclasses.replace(config, decode=dataclasses.replace(config.decode, beam=1)),
+        DistillSettings(trained, tmp_path / "torch"),
+        progress=False,
+    )
+    ct2_made = distill(ct2, DistillSettings(model_dir, tmp_path / "ct2-made"), progress=False)
+    assert ct2_made.stats["distilled"]["held_out_check"]["checked"] is True
+    ours = read_split(tmp_path / "torch", "train")[1]
+    theirs = read_split(tmp_path / "ct2-made", "train")[1]
+    same = sum(a == b for a, b in zip(ours, theirs, strict=False))
+    assert torch_made.stats["distilled"]["kept"] > 0 and same >= 0.9 * len(ours)

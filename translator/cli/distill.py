@@ -1,0 +1,116 @@
+"""Teaching a small model with a big one: translator distill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from translator import config as config_module
+from translator.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    DeviceOpt,
+    PenaltyOpt,
+    SetOpt,
+    app,
+    setup_process,
+    user_errors,
+)
+from translator.errors import UserError
+
+ENGINES = {"torch": "torch", "ct2": "ctranslate2", "ctranslate2": "ctranslate2"}
+
+
+@app.command()
+@user_errors
+def distill(
+    teacher: Annotated[
+        Path,
+        typer.Option(
+            "--teacher",
+            metavar="RUN_DIR|CHECKPOINT",
+            help="The teacher: a checkpoint or run directory (its best.pt); with --engine "
+            "ct2, a directory written by `translator export`.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The prepared directory to write.")],
+    config_file: ConfigOpt = DEFAULT_CONFIG,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            help="Prepared directory whose train split is translated "
+            "(default: the config's data.dir; its filters are the config's).",
+        ),
+    ] = None,
+    beam: Annotated[int, typer.Option("--beam", help="The teacher's beam size.")] = 5,
+    length_penalty: PenaltyOpt = None,
+    device: DeviceOpt = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Sentences a decoding batch (decode.batch_size)."),
+    ] = None,
+    engine: Annotated[
+        str, typer.Option("--engine", help="torch (a checkpoint) or ct2 (an exported model).")
+    ] = "torch",
+    shard_size: Annotated[
+        int,
+        typer.Option("--shard-size", help="Train lines a shard, each written when done."),
+    ] = 100_000,
+    keep_original: Annotated[
+        float,
+        typer.Option(
+            "--keep-original",
+            metavar="WEIGHT",
+            help="Mix the human pairs back in, each seen WEIGHT times an epoch (0: not at all).",
+        ),
+    ] = 0.0,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue after the last whole shard in OUT.")
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Start again, replacing OUT.")
+    ] = False,
+    set_: SetOpt = None,
+):
+    """Translate the train split with a teacher and write a prepared directory whose train
+    targets are its translations (sequence-level knowledge distillation); valid and test
+    keep their human references. Train a student on it with data.dir = OUT."""
+    from translator.distill.pipeline import DistillSettings
+    from translator.distill.pipeline import distill as run_distill
+
+    if engine not in ENGINES:
+        raise UserError(f"--engine must be torch or ct2, got {engine!r}")
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other")
+    ct2 = ENGINES[engine] == "ctranslate2"
+    values = {
+        "data.dir": None if data is None else str(data),
+        "train.device": device,
+        "decode.beam": beam,
+        "decode.length_penalty": length_penalty,
+        "decode.batch_size": batch_size,
+        "decode.engine": ENGINES[engine],
+        "decode.model_dir": str(teacher) if ct2 else None,
+        "decode.split": False,  # a train line is one example, translated whole
+        "decode.nbest": 0,
+    }
+    config = config_module.load(config_file, set_ or [], values)
+    settings = DistillSettings(teacher, out, shard_size, keep_original, resume, overwrite)
+    setup_process()
+    result = run_distill(config, settings)
+    made = result.stats["distilled"]
+    dropped = ", ".join(f"{count:,} {reason}" for reason, count in made["dropped"].items())
+    typer.echo(
+        f"translated {made['translated']:,} train sentences ({result.shards_translated} shards "
+        f"this run, {result.seconds:.0f} s); kept {made['kept']:,}, dropped {dropped}"
+    )
+    if made["original_pairs"]:
+        typer.echo(
+            f"and {made['original_pairs']:,} human pairs at weight {made['keep_original']:g}"
+        )
+    typer.echo(
+        f"wrote a prepared directory to {result.dir}: train with --set data.dir={result.dir}"
+    )

@@ -1,0 +1,272 @@
+"""`translator distill`: a teacher's translations of the train split → a prepared directory
+that a student trains on (sequence-level knowledge distillation, Kim & Rush 2016).
+
+    data.dir's train English → the teacher, shard by shard (shards.py: each shard written
+      atomically, so --resume continues after the last whole one)
+      → the filters of distillation (filters.py): empty, looping, over-long and implausibly
+        long or short outputs dropped and counted
+      → OUT: train.en (the same English) and train.zh (the teacher's), and with
+        --keep-original W the human pairs again as corpora of weight W; valid and test copied
+        byte for byte with their human references; the data's tokenizers; the splits encoded
+        with them; stats.json last (its absence means unfinished, as for `prepare`)
+
+Held out by construction: only train English is translated, valid and test are copies, and
+a teacher that trained on a valid or test sentence of this data is refused (teacher.py).
+Memory holds one shard of lines and the split's corpus numbers, never the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from translator.config import Config, DataConfig
+from translator.data.ids import encode_splits
+from translator.data.layout import (
+    LANGS,
+    SPLITS,
+    corpus_file,
+    split_file,
+    stats_file,
+    tokenizer_file,
+)
+from translator.distill.filters import REASONS, filter_outputs
+from translator.distill.shards import read_shards, shard_count, start_work, translate_shards
+from translator.distill.teacher import held_out_check, open_teacher
+from translator.errors import UserError
+from translator.runtime import worker_count
+
+DECODING = ("beam", "length_penalty", "max_len_a", "max_len_b", "no_repeat_ngram", "batch_size")
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    teacher: Path  # a checkpoint or run directory; an exported directory for ctranslate2
+    out: Path
+    shard_size: int = 100_000  # train lines a shard: what a kill can lose
+    keep_original: float = 0.0  # > 0: the human pairs mixed back in with this weight
+    resume: bool = False
+    overwrite: bool = False
+
+
+@dataclass
+class Distilled:
+    dir: Path
+    stats: dict
+    shards_translated: int  # by this call (the rest by an earlier one, with --resume)
+    seconds: float
+
+
+def distill(config: Config, settings: DistillSettings, progress: bool = True) -> Distilled:
+    """Distil `config.data.dir` with the teacher into `settings.out` (module docstring)."""
+    started = time.perf_counter()
+    data_dir, out = Path(config.data.dir), Path(settings.out)
+    lines = _check_inputs(data_dir, out, settings)
+    teacher = open_teacher(config, settings.teacher)
+    checked = held_out_check(teacher, data_dir)
+    decode = teacher.translator.decode_cfg
+    manifest = {
+        "teacher": teacher.describe(),
+        "engine": config.decode.engine,
+        "device": config.train.device,
+        "data": str(data_dir.resolve()),
+        "train_lines": lines,
+        "decode": {key: getattr(decode, key) for key in DECODING},
+        "shard_size": settings.shard_size,
+    }
+    work = start_work(out, manifest, settings.resume, settings.overwrite)
+    translated = translate_shards(
+        teacher.translator.translate,
+        split_file(data_dir, "train", "en"),
+        lines,
+        work,
+        settings.shard_size,
+        decode.batch_size,
+        progress,
+    )
+    stats = _write_prepared(config.data, data_dir, out, work, settings, lines)
+    stats["distilled"] |= {
+        "data": str(data_dir),
+        "teacher": teacher.describe(),
+        "held_out_check": checked,
+    }
+    stats["distilled"]["decode"] = manifest["decode"] | {"engine": config.decode.engine}
+    text = json.dumps(stats, indent=2, ensure_ascii=False) + "\n"
+    stats_file(out).write_text(text, encoding="utf-8")
+    return Distilled(out, stats, translated, time.perf_counter() - started)
+
+
+def _check_inputs(data_dir: Path, out: Path, settings: DistillSettings) -> int:
+    """The number of train lines, after checking that the data is prepared and apart from OUT."""
+    if not stats_file(data_dir).is_file() or not tokenizer_file(data_dir, "en").is_file():
+        raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
+    if out.resolve() == data_dir.resolve():
+        raise UserError("--out must be a directory other than the data's")
+    if settings.shard_size < 1:
+        raise UserError(f"--shard-size must be at least 1, got {settings.shard_size}")
+    if settings.keep_original < 0:
+        raise UserError(f"--keep-original must be >= 0, got {settings.keep_original}")
+    lines = _count_lines(split_file(data_dir, "train", "en"))
+    if lines != _count_lines(split_file(data_dir, "train", "zh")):
+        raise UserError(f"the train split of {data_dir} has .en and .zh files of other lengths")
+    return lines
+
+
+def _count_lines(path: Path) -> int:
+    count = 0
+    with path.open("rb") as f:
+        while block := f.read(1 << 24):
+            count += block.count(b"\n")
+    return count
+
+
+def _write_prepared(
+    data_cfg: DataConfig,
+    data_dir: Path,
+    out: Path,
+    work: Path,
+    settings: DistillSettings,
+    lines: int,
+) -> dict:
+    """Filter the teacher's translations into OUT's train split (with the human pairs after
+    them when asked), copy valid, test and the tokenizers, encode; the stats."""
+    stats_file(out).unlink(missing_ok=True)
+    recorded = json.loads(stats_file(data_dir).read_text(encoding="utf-8"))
+    weights = [float(c.get("weight", 1.0)) for c in recorded.get("inputs", [])] or [1.0]
+    corpus = _corpus_numbers(data_dir, lines)
+    shards = shard_count(lines, settings.shard_size)
+    writer = _TrainWriter(out)
+    dropped: Counter = Counter()
+    with split_file(data_dir, "train", "en").open(encoding="utf-8", newline="\n") as en_file:
+        for k, outputs in enumerate(read_shards(work, shards)):
+            sources = [line.rstrip("\n") for line in islice(en_file, len(outputs))]
+            pairs, keep, counts = filter_outputs(
+                pd.Series(sources, dtype=str), pd.Series(outputs, dtype=str), data_cfg
+            )
+            dropped += counts
+            start = k * settings.shard_size
+            writer.add(pairs[keep], corpus[start : start + len(outputs)][keep])
+    kept = writer.pairs
+    if settings.keep_original:
+        for en, zh, numbers in _original_chunks(data_dir, corpus):
+            writer.add(pd.DataFrame({"en": en, "zh": zh}), numbers + len(weights))
+    if not writer.pairs:
+        raise UserError(f"the teacher's translations of {data_dir} were all filtered out")
+    writer.finish()
+    for split in SPLITS[1:]:
+        for lang in LANGS:
+            shutil.copyfile(split_file(data_dir, split, lang), split_file(out, split, lang))
+    for lang in LANGS:
+        for suffix in ("model", "vocab"):
+            name = f"spm.{lang}.{suffix}"
+            shutil.copyfile(data_dir / name, out / name)
+    encoded = encode_splits(out, worker_count(data_cfg.workers))
+    return _stats(recorded, weights, settings, lines, kept, writer.pairs, dropped, encoded.tokens)
+
+
+def _corpus_numbers(data_dir: Path, lines: int) -> np.ndarray:
+    path = corpus_file(data_dir)
+    if not path.is_file():
+        return np.zeros(lines, dtype=np.uint16)
+    numbers = np.load(path, mmap_mode="r")
+    if len(numbers) != lines:
+        raise UserError(f"{path} does not match the train split: prepare again")
+    return numbers
+
+
+def _original_chunks(data_dir: Path, corpus: np.ndarray, size: int = 100_000):
+    """The human train pairs, in chunks: (English, Chinese, corpus numbers)."""
+    files = [
+        split_file(data_dir, "train", lang).open(encoding="utf-8", newline="\n") for lang in LANGS
+    ]
+    start = 0
+    with files[0] as en_file, files[1] as zh_file:
+        while en := [line.rstrip("\n") for line in islice(en_file, size)]:
+            zh = [line.rstrip("\n") for line in islice(zh_file, len(en))]
+            yield en, zh, np.asarray(corpus[start : start + len(en)])
+            start += len(en)
+
+
+class _TrainWriter:
+    """OUT's train.en, train.zh and train.corpus.npy, appended chunk by chunk and put in
+    place together by `finish`."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.partial = {
+            lang: split_file(out, "train", lang).with_suffix(f".{lang}.partial") for lang in LANGS
+        }
+        self.files = {
+            lang: path.open("w", encoding="utf-8", newline="\n")
+            for lang, path in self.partial.items()
+        }
+        self.numbers: list[np.ndarray] = []
+        self.pairs = 0
+
+    def add(self, pairs: pd.DataFrame, numbers: np.ndarray) -> None:
+        for lang in LANGS:
+            self.files[lang].write("".join(line + "\n" for line in pairs[lang]))
+        self.numbers.append(np.asarray(numbers, dtype=np.uint16))
+        self.pairs += len(pairs)
+
+    def finish(self) -> None:
+        for lang in LANGS:
+            self.files[lang].close()
+            os.replace(self.partial[lang], split_file(self.out, "train", lang))
+        np.save(corpus_file(self.out), np.concatenate(self.numbers))
+
+
+def _stats(
+    recorded: dict,
+    weights: list[float],
+    settings: DistillSettings,
+    lines: int,
+    kept: int,
+    train: int,
+    dropped: Counter,
+    tokens: dict,
+) -> dict:
+    names = [c.get("name", f"corpus {i}") for i, c in enumerate(recorded.get("inputs", []))]
+    names = names or ["train"]
+    inputs = [
+        {"name": f"distilled: {name}", "paths": [], "weight": weight}
+        for name, weight in zip(names, weights, strict=True)
+    ]
+    if settings.keep_original:
+        inputs += [
+            {"name": f"original: {name}", "paths": [], "weight": settings.keep_original * weight}
+            for name, weight in zip(names, weights, strict=True)
+        ]
+    splits = recorded.get("splits", {}) | {"train": train}
+    filtered = sum(dropped.values())
+    return {
+        "distilled": {
+            "translated": lines,
+            "kept": kept,
+            "dropped": {reason: dropped[reason] for reason in REASONS},
+            "keep_original": settings.keep_original,
+            "original_pairs": train - kept,
+            "shard_size": settings.shard_size,
+        },
+        "inputs": inputs,
+        "rows_read": lines,
+        "filtered": filtered,
+        "pairs": sum(splits.values()),
+        "splits": splits,
+        "english_sentences": {
+            split: count
+            for split, count in recorded.get("english_sentences", {}).items()
+            if split != "train"
+        },
+        "vocab_size": recorded.get("vocab_size"),
+        "tokens": tokens,
+    }

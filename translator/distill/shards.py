@@ -1,0 +1,123 @@
+"""The teacher's translations of a train split, in shards that survive a kill.
+
+    OUT/.distill/manifest.json      the teacher, the data and the decoding settings
+    OUT/.distill/shard-000000.zh    the translations of train lines [0, S), one a line
+    OUT/.distill/shard-000001.zh    … of lines [S, 2S), and so on
+
+Each shard is written atomically once all its lines are translated, so after a kill the
+shards on disk are whole and `--resume` translates from the first missing one. A shard is
+translated the same way whichever run translates it (its lines, sorted into the same
+batches), so a resumed run writes the same files as one that was never stopped. Memory
+holds one shard's lines, never the split.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from itertools import islice
+from pathlib import Path
+
+from tqdm import tqdm
+
+from translator.atomic import atomic_write
+from translator.errors import UserError
+
+WORK = ".distill"
+MANIFEST = "manifest.json"
+PROGRESS_BATCHES = 16  # the bar moves every this many decoding batches
+
+
+def shard_file(work: Path, index: int) -> Path:
+    return work / f"shard-{index:06d}.zh"
+
+
+def shard_count(lines: int, shard_size: int) -> int:
+    return -(-lines // shard_size)
+
+
+def start_work(out: Path, manifest: dict, resume: bool, overwrite: bool) -> Path:
+    """OUT/.distill, new or (with `resume`) as an earlier run with the same manifest left it."""
+    work = out / WORK
+    started = (work / MANIFEST).is_file()
+    if resume and started:
+        before = json.loads((work / MANIFEST).read_text(encoding="utf-8"))
+        differ = sorted(
+            key for key in manifest.keys() | before.keys() if before.get(key) != manifest.get(key)
+        )
+        if differ:
+            raise UserError(
+                f"{out} was distilled with other settings ({', '.join(differ)} differ): give "
+                "the same teacher, data and options to resume, or --overwrite to start again"
+            )
+        return work
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        hint = "--resume continues it, " if started else ""
+        raise UserError(f"{out} exists and is not empty: {hint}--overwrite starts again")
+    if overwrite:
+        for old in work.glob("shard-*") if work.is_dir() else ():
+            old.unlink()
+    work.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(work / MANIFEST, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return work
+
+
+def translate_shards(
+    translate: Callable[[list[str]], list[str]],
+    source: Path,
+    lines: int,
+    work: Path,
+    shard_size: int,
+    batch_size: int,
+    progress: bool = True,
+) -> int:
+    """Translate `source` (`lines` lines) shard by shard into `work`, skipping the shards
+    already there; returns how many shards this call translated."""
+    shards = shard_count(lines, shard_size)
+    done = [shard_file(work, k).is_file() for k in range(shards)]
+    first_done = sum(min(shard_size, lines - k * shard_size) for k in range(shards) if done[k])
+    translated = 0
+    with (
+        source.open(encoding="utf-8", newline="\n") as f,
+        tqdm(
+            total=lines,
+            initial=first_done,
+            unit="sent",
+            desc="distill",
+            disable=not progress,
+            dynamic_ncols=True,
+        ) as bar,
+    ):
+        for k, shard in enumerate(_read_shards(f, shard_size)):
+            if done[k]:
+                continue
+            outputs: list[str] = []
+            for chunk in _chunks(shard, batch_size * PROGRESS_BATCHES):
+                outputs += translate(chunk)
+                bar.update(len(chunk))
+            _write_lines(shard_file(work, k), outputs)
+            translated += 1
+    return translated
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    text = "".join(line + "\n" for line in lines)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _read_shards(f, size: int) -> Iterator[list[str]]:
+    while shard := list(islice(f, size)):
+        yield [line.rstrip("\n").removesuffix("\r") for line in shard]
+
+
+def _chunks(lines: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(lines), size):
+        yield lines[start : start + size]
+
+
+def read_shards(work: Path, shards: int) -> Iterator[list[str]]:
+    """The translations, shard by shard."""
+    for k in range(shards):
+        with shard_file(work, k).open(encoding="utf-8", newline="\n") as f:
+            yield [line.rstrip("\n") for line in f]

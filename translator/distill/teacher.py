@@ -1,0 +1,118 @@
+"""The teacher: the engine that translates, what it is (for stats.json and --resume), and
+the proof that it never saw this data's held-out sentences.
+
+A teacher trained on a split other than the student's could have trained on the student's
+valid or test sentences; its translations of train would then carry what it learnt from them
+into the student, and the student's scores would no longer be held out. So the teacher's
+own train split (the `data.dir` its checkpoint records) is read, and a teacher that trained
+on any valid or test sentence of this data, English or Chinese, under the keys the split
+itself links sentences by, is refused. A teacher whose training data cannot be found is
+used with a warning, and stats.json says it was not checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from translator.config import Config
+from translator.corpus.split import sentence_keys
+from translator.data.layout import LANGS, SPLITS, read_split, split_file
+from translator.errors import UserError
+from translator.inference.ct2_engine import METADATA
+from translator.inference.engines import open_translator
+from translator.inference.text import TextTranslator
+from translator.model.checkpoint import load as load_checkpoint
+from translator.model.rundir import checkpoint_in
+
+log = logging.getLogger(__name__)
+CHUNK = 100_000  # lines of the teacher's train split hashed at a time
+
+
+@dataclass
+class Teacher:
+    translator: TextTranslator
+    path: Path  # the checkpoint, or the exported directory (ctranslate2)
+    digest: str  # SHA-256 of the checkpoint (of model.bin for an exported directory)
+    trained_on: Path | None  # its training data, when known
+
+    def describe(self) -> dict:
+        return {"path": str(self.path), "sha256": self.digest, "trained_on": str(self.trained_on)}
+
+
+def open_teacher(config: Config, teacher: Path) -> Teacher:
+    """The teacher `config.decode.engine` names: a checkpoint or run directory (torch), or
+    a directory written by `translator export` (ctranslate2, as decode.model_dir)."""
+    if config.decode.engine == "ctranslate2":
+        path = Path(config.decode.model_dir)
+        translator = open_translator(config, path)
+        meta = json.loads((path / METADATA).read_text(encoding="utf-8"))
+        source = Path(meta.get("checkpoint", ""))
+        trained = _data_dir(load_checkpoint(source)["config"]) if source.is_file() else None
+        return Teacher(translator, path, _sha256(path / "model.bin"), trained)
+    path = checkpoint_in(teacher)
+    translator = open_translator(config, path)
+    return Teacher(translator, path, _sha256(path), _data_dir(translator.config.to_dict()))
+
+
+def _data_dir(config: dict) -> Path:
+    return Path(config["data"]["dir"])
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def held_out_check(teacher: Teacher, data_dir: Path) -> dict:
+    """Refuse a teacher that trained on a valid or test sentence of `data_dir` (UserError);
+    what was checked, for stats.json."""
+    trained_on = teacher.trained_on
+    if trained_on is None or not split_file(trained_on, "train", "en").is_file():
+        log.warning(
+            "the teacher's training data (%s) is not here: cannot check that it never saw "
+            "the valid and test sentences of %s",
+            trained_on or "not recorded",
+            data_dir,
+        )
+        return {"checked": False, "teacher_data": str(trained_on)}
+    held_out = {lang: _held_out_keys(data_dir, lang) for lang in LANGS}
+    seen = {
+        lang: _count_in(split_file(trained_on, "train", lang), held_out[lang]) for lang in LANGS
+    }
+    if any(seen.values()):
+        raise UserError(
+            f"the teacher trained on {trained_on}, whose train split holds {seen['en']:,} "
+            f"English and {seen['zh']:,} Chinese sentences of the valid or test split of "
+            f"{data_dir}: its translations would carry them into the student. Distill with a "
+            "teacher trained on this data's train split (the same inputs, sizes and seed)"
+        )
+    sentences = sum(len(keys) for keys in held_out.values())
+    return {"checked": True, "teacher_data": str(trained_on), "held_out_sentences": sentences}
+
+
+def _held_out_keys(data_dir: Path, lang: str) -> np.ndarray:
+    lines = [
+        line for split in SPLITS[1:] for line in read_split(data_dir, split)[LANGS.index(lang)]
+    ]
+    return np.unique(sentence_keys(pd.Series(lines, dtype=str)))
+
+
+def _count_in(path: Path, keys: np.ndarray) -> int:
+    """How many lines of `path` have a key among `keys` (read in chunks)."""
+    found = 0
+    with path.open(encoding="utf-8", newline="\n") as f:
+        while chunk := list(islice(f, CHUNK)):
+            lines = pd.Series([line.rstrip("\n").removesuffix("\r") for line in chunk], dtype=str)
+            found += int(np.isin(sentence_keys(lines), keys).sum())
+    return found
