@@ -37,7 +37,7 @@ SPLIT_KEYS = (  # the data settings that decide which pairs are held out
 def test_the_tatoeba_configs_hold_out_the_same_test_split():
     """Their figures are compared with each other in docs/quality.md: every data setting
     that decides which pairs are held out must agree."""
-    names = {"tatoeba-cpu.toml", "tatoeba-cpu-60.toml", "tatoeba-gpu.toml"}
+    names = {"tatoeba-cpu.toml", "tatoeba-cpu-60.toml", "tatoeba-gpu.toml", "student-cpu.toml"}
     tatoeba = [load(p).data for p in CONFIGS if p.name in names]
     assert len(tatoeba) == len(names)
     for key in SPLIT_KEYS.split():

@@ -255,3 +255,49 @@ def test_ctranslate2_teacher(trained, tmp_path):
     theirs = read_split(tmp_path / "ct2-made", "train")[1]
     same = sum(a == b for a, b in zip(ours, theirs, strict=False))
     assert torch_made.stats["distilled"]["kept"] > 0 and same >= 0.9 * len(ours)
+
+
+def test_distill_table_and_student_layouts_run_on_the_tiny_teacher(trained, tmp_path):
+    import subprocess
+    import sys
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    config = teacher_config(trained)
+    toml = tmp_path / "teacher.toml"
+    toml.write_text(
+        f'[data]\ndir = "{config.data.dir}"\n[model]\nd_model = 64\nff_dim = 128\n'
+        f"encoder_layers = 1\ndecoder_layers = 1\nheads = 2\nmax_positions = 64\n"
+        f'[train]\nmax_tokens = 512\nrun_dir = "{tmp_path / "run"}"\n',
+        encoding="utf-8",
+    )
+    table = subprocess.run(
+        [
+            sys.executable,
+            scripts / "distill_table.py",
+            "-c",
+            toml,
+            f"t={trained}",
+            "--repeats",
+            "1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert table.returncode == 0, table.stderr[-2000:]
+    row = table.stdout.strip().splitlines()[-1].split(" | ")
+    assert (
+        row[0] == "| t" and float(row[3]) > 50 and row[7] != "nan"
+    )  # BLEU beam 5 of a teacher that learnt
+    layouts = subprocess.run(
+        [sys.executable, scripts / "student_layouts.py", "-c", toml, "--layouts", "1+1", "2+1"]
+        + ["--seconds", "0.5", "--repeats", "1", "--tokens", "5"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert layouts.returncode == 0, layouts.stderr[-2000:]
+    rows = [line for line in layouts.stdout.splitlines() if line.startswith("| 2+1")]
+    assert rows and rows[0].split(" | ")[-1].startswith("5.0")  # every sentence wrote 5 tokens
