@@ -8,8 +8,8 @@ Every layout is the config's model (d_model, heads, ff_dim) with other layer cou
 freshly initialised from the same seed. Training: `common.tokens_per_s` over the Trainer's
 own updates (`--seconds` each, after one update of each batch shape). Decoding: the test
 split's English, greedy, in batches of decode.batch_size, every sentence made to write
-exactly `--tokens` tokens (decode.max_len_a 0, max_len_b N; a fresh model writes EOS almost
-never, and the mean length written is printed to show it), the best of `--repeats` passes.
+exactly `--tokens` tokens (decode.max_len_a 0, max_len_b N, and EOS never chosen; the
+mean length written is printed to show it), the best of `--repeats` passes.
 Output lengths are the same for every layout, so the decoding column is the cost of the
 layout alone: choose a student's layout by it, then train and score the one chosen. The
 first layout is the baseline of the ratios, and also decodes with beam 5 (the reference a
@@ -27,10 +27,24 @@ from common import load_config, tokens_per_s, with_values
 
 from translator.config import DecodeConfig
 from translator.data.layout import read_references
+from translator.data.tokenizer import EOS
 from translator.inference.torch_engine import Translator, for_decoding
 from translator.model.transformer import Transformer
 from translator.runtime import keep_freed_memory
 from translator.training.trainer import Trainer
+
+
+class NeverEnds(torch.nn.Module):
+    """The output projection with EOS never chosen: every sentence runs to its limit."""
+
+    def __init__(self, project: torch.nn.Module):
+        super().__init__()
+        self.inner, self.out_features = project, project.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.inner(x)
+        logits[..., EOS] = float("-inf")
+        return logits
 
 
 def decode_rate(trainer: Trainer, sources: list[str], tokens: int, beam: int, repeats: int):
@@ -40,7 +54,9 @@ def decode_rate(trainer: Trainer, sources: list[str], tokens: int, beam: int, re
     src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
     model = Transformer(trainer.config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
     model.load_state_dict(trainer.model.state_dict())  # as trained, without training's wrappers
-    translator = Translator(for_decoding(model, decode), src_tok, tgt_tok, decode)
+    for_decoding(model, decode)
+    model.project = NeverEnds(model.project)
+    translator = Translator(model, src_tok, tgt_tok, decode)
     encoded = translator.encode(sources)
     times = []
     for _ in range(repeats):

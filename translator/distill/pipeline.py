@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from translator.distill.teacher import held_out_check, open_teacher
 from translator.errors import UserError
 from translator.runtime import worker_count
 
-DECODING = ("beam", "length_penalty", "max_len_a", "max_len_b", "no_repeat_ngram", "batch_size")
+NOT_DECODING = ("engine", "model_dir", "threads", "workers", "split", "nbest")  # same output
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,11 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
         "device": config.train.device,
         "data": str(data_dir.resolve()),
         "train_lines": lines,
-        "decode": {key: getattr(decode, key) for key in DECODING},
+        "decode": {k: v for k, v in asdict(decode).items() if k not in NOT_DECODING},
         "shard_size": settings.shard_size,
     }
     work = start_work(out, manifest, settings.resume, settings.overwrite)
+    stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
         teacher.translator.translate,
         split_file(data_dir, "train", "en"),
@@ -139,7 +140,6 @@ def _write_prepared(
 ) -> dict:
     """Filter the teacher's translations into OUT's train split (with the human pairs after
     them when asked), copy valid, test and the tokenizers, encode; the stats."""
-    stats_file(out).unlink(missing_ok=True)
     recorded = json.loads(stats_file(data_dir).read_text(encoding="utf-8"))
     weights = [float(c.get("weight", 1.0)) for c in recorded.get("inputs", [])] or [1.0]
     corpus = _corpus_numbers(data_dir, lines)
