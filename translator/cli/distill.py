@@ -78,13 +78,13 @@ def distill(
     """Translate the train split with a teacher and write a prepared directory whose train
     targets are its translations (sequence-level knowledge distillation); valid and test
     keep their human references. Train a student on it with data.dir = OUT."""
-    from translator.distill.pipeline import DistillSettings
-    from translator.distill.pipeline import distill as run_distill
-
     if engine not in ENGINES:
         raise UserError(f"--engine must be torch or ct2, got {engine!r}")
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
+    from translator.distill.pipeline import DistillSettings
+    from translator.distill.pipeline import distill as run_distill
+
     ct2 = ENGINES[engine] == "ctranslate2"
     values = {
         "data.dir": None if data is None else str(data),
