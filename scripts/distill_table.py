@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from common import load_config
 
-from translator.data.layout import read_references
+from translator.data.layout import read_references, split_file
 from translator.deploy.export import export
 from translator.evaluation.scoring import score
 from translator.inference.torch_engine import Translator
@@ -114,6 +115,8 @@ def main() -> None:
     args = parser.parse_args()
     keep_freed_memory()
     config = load_config(args.config, args.overrides)
+    if not split_file(config.data.dir, "test", "en").is_file():
+        sys.exit(f"error: no prepared data in {config.data.dir}: run `translator prepare` first")
     sources, references = read_references(config.data.dir, "test")
     rows = []
     for item in args.rows:

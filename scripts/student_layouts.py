@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import torch
 from common import load_config, tokens_per_s, with_values
 
 from translator.config import DecodeConfig
-from translator.data.layout import read_references
+from translator.data.layout import read_references, split_file
 from translator.data.tokenizer import EOS
 from translator.inference.torch_engine import Translator, for_decoding
 from translator.model.transformer import Transformer
@@ -78,6 +79,8 @@ def main() -> None:
     args = parser.parse_args()
     keep_freed_memory()
     config = load_config(args.config, args.overrides)
+    if not split_file(config.data.dir, "test", "en").is_file():
+        sys.exit(f"error: no prepared data in {config.data.dir}: run `translator prepare` first")
     sources = read_references(config.data.dir, "test")[0]
     rows = []
     for layout in args.layouts:

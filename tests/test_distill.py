@@ -257,7 +257,7 @@ def test_ctranslate2_teacher(trained, tmp_path):
     assert torch_made.stats["distilled"]["kept"] > 0 and same >= 0.9 * len(ours)
 
 
-def test_distill_table_and_student_layouts_run_on_the_tiny_teacher(trained, tmp_path):
+def test_distill_table_runs_on_the_tiny_teacher(trained, tmp_path):
     import subprocess
     import sys
 
@@ -290,14 +290,3 @@ def test_distill_table_and_student_layouts_run_on_the_tiny_teacher(trained, tmp_
     assert (
         row[0] == "| t" and float(row[3]) > 50 and row[7] != "nan"
     )  # BLEU beam 5 of a teacher that learnt
-    layouts = subprocess.run(
-        [sys.executable, scripts / "student_layouts.py", "-c", toml, "--layouts", "2+1"]
-        + ["--seconds", "0.5", "--repeats", "1", "--tokens", "5"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert layouts.returncode == 0, layouts.stderr[-2000:]
-    rows = [line for line in layouts.stdout.splitlines() if line.startswith("| 2+1")]
-    assert rows and rows[0].split(" | ")[-1].startswith("5.0")  # every sentence wrote 5 tokens
