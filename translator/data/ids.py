@@ -22,16 +22,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
 from translator.data.layout import LANGS, SIDES, SPLITS, split_file, tokenizer_file
+from translator.data.lines import read_chunks
 from translator.data.tokenizer import EOS, PAD, load_tokenizer
 
 CHUNK_LINES = 200_000
@@ -225,7 +226,7 @@ def _encode_file(
     target = ids_file(data_dir, split, lang, sample)
     unfinished = target.with_name(target.name + ".partial")
     with unfinished.open("wb") as out:
-        for lines in _chunks(split_file(data_dir, split, lang)):
+        for lines in read_chunks(split_file(data_dir, split, lang), CHUNK_LINES):
             ids = encode(lines)
             sizes = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(sizes.sum()))
@@ -236,13 +237,6 @@ def _encode_file(
     np.save(offsets_file(data_dir, split, lang, sample), offsets)
     os.replace(unfinished, target)
     return found
-
-
-def _chunks(path: Path) -> Iterator[list[str]]:
-    """The file's lines (split on "\\n" only, as translator.data.lines does), in chunks."""
-    with path.open(encoding="utf-8", newline="\n") as f:
-        while chunk := list(islice(f, CHUNK_LINES)):
-            yield [line.rstrip("\n").removesuffix("\r") for line in chunk]
 
 
 def open_ids(data_dir: Path | str, split: str, lang: str, sample: int = 0) -> Ids:

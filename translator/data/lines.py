@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import codecs
 import sys
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 from translator.errors import UserError
@@ -39,6 +41,14 @@ def read_lines(path: Path | str) -> list[str]:
     if not path.is_file():
         raise UserError(f"file not found: {path}")
     return split_lines(path.read_bytes(), str(path))
+
+
+def read_chunks(path: Path | str, size: int) -> Iterator[list[str]]:
+    """A file's lines in chunks of `size` (the last may be shorter), for files too large to
+    read whole: split on "\n" only, a "\r" before it dropped, as `split_lines` does."""
+    with Path(path).open(encoding="utf-8", newline="\n") as f:
+        while chunk := list(islice(f, size)):
+            yield [line.rstrip("\n").removesuffix("\r") for line in chunk]
 
 
 def read_stdin_lines() -> list[str]:

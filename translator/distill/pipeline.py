@@ -23,7 +23,6 @@ import shutil
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ from translator.data.layout import (
     stats_file,
     tokenizer_file,
 )
+from translator.data.lines import read_chunks
 from translator.distill.filters import REASONS, filter_outputs
 from translator.distill.shards import read_shards, shard_count, start_work, translate_shards
 from translator.distill.teacher import held_out_check, open_teacher
@@ -146,15 +146,14 @@ def _write_prepared(
     shards = shard_count(lines, settings.shard_size)
     writer = _TrainWriter(out)
     dropped: Counter = Counter()
-    with split_file(data_dir, "train", "en").open(encoding="utf-8", newline="\n") as en_file:
-        for k, outputs in enumerate(read_shards(work, shards)):
-            sources = [line.rstrip("\n") for line in islice(en_file, len(outputs))]
-            pairs, keep, counts = filter_outputs(
-                pd.Series(sources, dtype=str), pd.Series(outputs, dtype=str), data_cfg
-            )
-            dropped += counts
-            start = k * settings.shard_size
-            writer.add(pairs[keep], corpus[start : start + len(outputs)][keep])
+    sources = read_chunks(split_file(data_dir, "train", "en"), settings.shard_size)
+    for k, (english, outputs) in enumerate(zip(sources, read_shards(work, shards), strict=True)):
+        pairs, keep, counts = filter_outputs(
+            pd.Series(english, dtype=str), pd.Series(outputs, dtype=str), data_cfg
+        )
+        dropped += counts
+        start = k * settings.shard_size
+        writer.add(pairs[keep], corpus[start : start + len(outputs)][keep])
     kept = writer.pairs
     if settings.keep_original:
         for en, zh, numbers in _original_chunks(data_dir, corpus):
@@ -185,15 +184,9 @@ def _corpus_numbers(data_dir: Path, lines: int) -> np.ndarray:
 
 def _original_chunks(data_dir: Path, corpus: np.ndarray, size: int = 100_000):
     """The human train pairs, in chunks: (English, Chinese, corpus numbers)."""
-    files = [
-        split_file(data_dir, "train", lang).open(encoding="utf-8", newline="\n") for lang in LANGS
-    ]
-    start = 0
-    with files[0] as en_file, files[1] as zh_file:
-        while en := [line.rstrip("\n") for line in islice(en_file, size)]:
-            zh = [line.rstrip("\n") for line in islice(zh_file, len(en))]
-            yield en, zh, np.asarray(corpus[start : start + len(en)])
-            start += len(en)
+    en, zh = (read_chunks(split_file(data_dir, "train", lang), size) for lang in LANGS)
+    for k, (english, chinese) in enumerate(zip(en, zh, strict=True)):
+        yield english, chinese, np.asarray(corpus[k * size : k * size + len(english)])
 
 
 class _TrainWriter:

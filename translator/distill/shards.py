@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from itertools import islice
 from pathlib import Path
 
 from tqdm import tqdm
 
 from translator.atomic import atomic_write
+from translator.data.lines import read_chunks, read_lines
 from translator.errors import UserError
 
 WORK = ".distill"
@@ -78,18 +78,15 @@ def translate_shards(
     done = [shard_file(work, k).is_file() for k in range(shards)]
     first_done = sum(min(shard_size, lines - k * shard_size) for k in range(shards) if done[k])
     translated = 0
-    with (
-        source.open(encoding="utf-8", newline="\n") as f,
-        tqdm(
-            total=lines,
-            initial=first_done,
-            unit="sent",
-            desc="distill",
-            disable=not progress,
-            dynamic_ncols=True,
-        ) as bar,
-    ):
-        for k, shard in enumerate(_read_shards(f, shard_size)):
+    with tqdm(
+        total=lines,
+        initial=first_done,
+        unit="sent",
+        desc="distill",
+        disable=not progress,
+        dynamic_ncols=True,
+    ) as bar:
+        for k, shard in enumerate(read_chunks(source, shard_size)):
             if done[k]:
                 continue
             outputs: list[str] = []
@@ -106,11 +103,6 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _read_shards(f, size: int) -> Iterator[list[str]]:
-    while shard := list(islice(f, size)):
-        yield [line.rstrip("\n").removesuffix("\r") for line in shard]
-
-
 def _chunks(lines: list[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(lines), size):
         yield lines[start : start + size]
@@ -119,5 +111,4 @@ def _chunks(lines: list[str], size: int) -> Iterator[list[str]]:
 def read_shards(work: Path, shards: int) -> Iterator[list[str]]:
     """The translations, shard by shard."""
     for k in range(shards):
-        with shard_file(work, k).open(encoding="utf-8", newline="\n") as f:
-            yield [line.rstrip("\n") for line in f]
+        yield read_lines(shard_file(work, k))

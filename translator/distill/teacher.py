@@ -12,19 +12,19 @@ used with a warning, and stats.json says it was not checked.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from translator.config import Config
+from translator.corpus.fetcher import sha256
 from translator.corpus.split import sentence_keys
 from translator.data.layout import LANGS, SPLITS, read_split, split_file
+from translator.data.lines import read_chunks
 from translator.errors import UserError
 from translator.inference.ct2_engine import METADATA
 from translator.inference.engines import open_translator
@@ -56,22 +56,14 @@ def open_teacher(config: Config, teacher: Path) -> Teacher:
         meta = json.loads((path / METADATA).read_text(encoding="utf-8"))
         source = Path(meta.get("checkpoint", ""))
         trained = _data_dir(load_checkpoint(source)["config"]) if source.is_file() else None
-        return Teacher(translator, path, _sha256(path / "model.bin"), trained)
+        return Teacher(translator, path, sha256(path / "model.bin"), trained)
     path = checkpoint_in(teacher)
     translator = open_translator(config, path)
-    return Teacher(translator, path, _sha256(path), _data_dir(translator.config.to_dict()))
+    return Teacher(translator, path, sha256(path), _data_dir(translator.config.to_dict()))
 
 
 def _data_dir(config: dict) -> Path:
     return Path(config["data"]["dir"])
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 24):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def held_out_check(teacher: Teacher, data_dir: Path) -> dict:
@@ -110,9 +102,7 @@ def _held_out_keys(data_dir: Path, lang: str) -> np.ndarray:
 
 def _count_in(path: Path, keys: np.ndarray) -> int:
     """How many lines of `path` have a key among `keys` (read in chunks)."""
-    found = 0
-    with path.open(encoding="utf-8", newline="\n") as f:
-        while chunk := list(islice(f, CHUNK)):
-            lines = pd.Series([line.rstrip("\n").removesuffix("\r") for line in chunk], dtype=str)
-            found += int(np.isin(sentence_keys(lines), keys).sum())
-    return found
+    return sum(
+        int(np.isin(sentence_keys(pd.Series(lines, dtype=str)), keys).sum())
+        for lines in read_chunks(path, CHUNK)
+    )
