@@ -10,11 +10,17 @@ bounded). Three modes:
             one by one: each one's status, seconds and the server's
             memory, tracebacks in the server's log, and whether normal requests kept
             succeeding
+  aggressive  --polite clients that wait for each answer and honour Retry-After (the
+            server's capacity), then N clients that retry 50 ms after every 503 or 429,
+            ignoring Retry-After, on the same server: answered requests a second of each,
+            /health's p99 during the flood, the server's memory (all its processes) before
+            the flood and a minute after, and tracebacks in its log
 
     python scripts/load_test.py                       # 16 clients, 20 s each way
     python scripts/load_test.py --clients 32 --seconds 30 --beam 5
     python scripts/load_test.py --mode overload --clients 200 --set serve.max_queue=64
     python scripts/load_test.py --mode hostile --clients 4
+    python scripts/load_test.py --mode aggressive --clients 300 --per-request 16
 
 The model is the config's run best.pt (or --checkpoint); without one, the config's data is
 prepared if needed and a model trained for one minute into a temporary run (barely
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import socket
 import statistics
 import subprocess
@@ -44,7 +51,7 @@ from common import ROOT, config_home, load_config, translator_command
 from translator.data.layout import read_split, tokenizer_file
 from translator.model.rundir import RunDir
 
-MAX_CLIENTS, MAX_SECONDS = 256, 300
+MAX_CLIENTS, MAX_SECONDS = 400, 300
 
 
 def free_port() -> int:
@@ -117,7 +124,16 @@ class Server:
         return code
 
 
-def client(port: int, bodies: list[bytes], until: float, latencies: list, errors: list):
+def client(
+    port: int,
+    bodies: list[bytes],
+    until: float,
+    latencies: list,
+    errors: list,
+    retry: float | None = None,
+):
+    """Send requests until `until`; after a refusal wait as its Retry-After asks, or
+    `retry` seconds when given (a client that ignores Retry-After)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     i = 0
     while time.monotonic() < until:
@@ -130,8 +146,9 @@ def client(port: int, bodies: list[bytes], until: float, latencies: list, errors
             response.read()
             if response.status != 200:
                 errors.append(response.status)
-                retry = float(response.getheader("Retry-After") or 0)
-                time.sleep(min(retry, max(0.0, until - time.monotonic())))  # as asked
+                asked = float(response.getheader("Retry-After") or 0)
+                wait = asked if retry is None else retry
+                time.sleep(min(wait, max(0.0, until - time.monotonic())))
             else:
                 latencies.append(time.perf_counter() - start)
         except (OSError, http.client.HTTPException) as exc:
@@ -142,13 +159,16 @@ def client(port: int, bodies: list[bytes], until: float, latencies: list, errors
     connection.close()
 
 
-def load(port: int, clients: int, seconds: float, bodies: list[bytes]) -> dict:
+def load(
+    port: int, clients: int, seconds: float, bodies: list[bytes], retry: float | None = None
+) -> dict:
     latencies: list[float] = []
     errors: list = []
     until = time.monotonic() + seconds
     threads = [
         threading.Thread(
-            target=client, args=(port, bodies[c::clients] or bodies, until, latencies, errors)
+            target=client,
+            args=(port, bodies[c::clients] or bodies, until, latencies, errors, retry),
         )
         for c in range(clients)
     ]
@@ -174,8 +194,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu.toml"))
     parser.add_argument("--checkpoint", type=Path)
-    parser.add_argument("--mode", choices=("batching", "overload", "hostile"), default="batching")
+    modes = ("batching", "overload", "hostile", "aggressive")
+    parser.add_argument("--mode", choices=modes, default="batching")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument(
+        "--polite", type=int, default=16, help="aggressive: polite clients before the flood"
+    )
+    parser.add_argument(
+        "--settle", type=float, default=60.0, help="aggressive: seconds before memory is read"
+    )
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--per-request", type=int, default=1, help="sentences per request")
     parser.add_argument("--beam", type=int, default=1)
@@ -200,7 +227,12 @@ def main() -> None:
             f"{args.mode}: {args.clients} clients × {args.seconds:g} s, {k} sentence(s) a "
             f"request, beam {args.beam}, model {checkpoint}"
         )
-        modes = {"batching": compare_batching, "overload": overload, "hostile": hostile}
+        modes = {
+            "batching": compare_batching,
+            "overload": overload,
+            "hostile": hostile,
+            "aggressive": aggressive,
+        }
         failed = modes[args.mode](args, checkpoint, bodies, Path(work))
     if failed:
         sys.exit(1)
@@ -251,6 +283,96 @@ def overload(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
     )
     print(f"\n/health right after the flood: {health}")
     return False
+
+
+def aggressive(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
+    """Polite clients at capacity, then a flood of clients that ignore Retry-After."""
+    log = work / "server.log"
+    server = Server(args.config, checkpoint, True, args.set, log)
+    try:
+        load(server.port, args.polite, 2.0, bodies)  # warm-up, not counted
+        polite = load(server.port, args.polite, args.seconds, bodies)
+        before = server_rss_mb(server.process.pid)
+        probe = HealthProbe(server.port)
+        flood = load(server.port, args.clients, args.seconds, bodies, retry=FLOOD_RETRY_S)
+        health = probe.stop()
+        time.sleep(args.settle)
+        after = server_rss_mb(server.process.pid)
+    finally:
+        code = server.stop()
+    tracebacks = log.read_text(errors="replace").count("Traceback")
+    print(
+        "\n| clients | answered/s | refused (status: count) | p50 ms | p99 ms | "
+        "/health p99 ms (max) |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    for name, r, h in (
+        (f"{args.polite} polite", polite, None),
+        (f"{args.clients} aggressive", flood, health),
+    ):
+        refused = ", ".join(f"{k}: {v}" for k, v in sorted(r["statuses"].items(), key=str))
+        health_ms = f"{h[0]:.0f} ({h[1]:.0f}, {h[2]} probes)" if h else "–"
+        print(
+            f"| {name} | {r['per_s']:.1f} | {refused or '0'} | {r['p50']:.0f} | "
+            f"{r['p99']:.0f} | {health_ms} |"
+        )
+    ratio = flood["per_s"] / polite["per_s"] if polite["per_s"] else float("nan")
+    parts = " → ".join("+".join(f"{mb:.0f}" for mb in rss) for rss in (before, after))
+    print(
+        f"\naggressive ÷ polite answered/s: {ratio:.2f}; server RSS (all its processes) "
+        f"{sum(before):.0f} MB before the flood, {sum(after):.0f} MB {args.settle:g} s after "
+        f"it ({sum(after) / sum(before) - 1:+.1%}; by process, MB: {parts}); tracebacks in "
+        f"its log: {tracebacks}; exit code on SIGTERM: {code}"
+    )
+    return bool(tracebacks)
+
+
+FLOOD_RETRY_S = 0.05  # what an aggressive client waits after a refusal, whatever it is told
+
+
+class HealthProbe:
+    """GET /health every 50 ms, timed, until stopped; in a process of its own, so that the
+    flood's client threads do not delay it."""
+
+    def __init__(self, port: int):
+        context = multiprocessing.get_context("fork")  # before the flood's threads start
+        self.stopped = context.Event()
+        self.results, theirs = context.Pipe(duplex=False)
+        self.process = context.Process(target=self._run, args=(port, self.stopped, theirs))
+        self.process.start()
+
+    @staticmethod
+    def _run(port: int, stopped, results) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        seconds = []
+        while not stopped.is_set():
+            start = time.perf_counter()
+            try:
+                connection.request("GET", "/health")
+                connection.getresponse().read()
+                seconds.append(time.perf_counter() - start)
+            except (OSError, http.client.HTTPException):
+                seconds.append(float("inf"))  # counted as never answered
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            time.sleep(0.05)
+        results.send(seconds)
+
+    def stop(self) -> tuple[float, float, int]:
+        """p99 and max in ms, and the number of probes."""
+        self.stopped.set()
+        ms = [s * 1000 for s in self.results.recv()]
+        self.process.join()
+        p99 = statistics.quantiles(ms, n=100)[98] if len(ms) > 1 else float("nan")
+        return p99, max(ms, default=float("nan")), len(ms)
+
+
+def server_rss_mb(pid: int) -> list[float]:
+    """Resident memory of a process, then of each of its descendants (the decoding
+    process), in MB."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/children")  # each thread's children
+    kids = [kid for task in tasks for kid in task.read_text().split()]
+    return [rss_mb(pid), *(mb for kid in kids for mb in server_rss_mb(int(kid)))]
 
 
 def timed_health(port: int) -> str:

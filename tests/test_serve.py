@@ -28,6 +28,7 @@ from translator.inference.torch_engine import Translator
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+from translator.deploy.decoder import LocalDecoder  # noqa: E402
 from translator.deploy.server import BadRequest, Batcher, Settings, check_request  # noqa: E402
 
 SENTENCES = ["Tom can see the cat.", "I will buy the book.", "", "She should draw the flower."]
@@ -178,7 +179,7 @@ def test_batcher_groups_what_arrives_together_and_keeps_each_answer(on):
     fake = CountingTranslator()
 
     async def scenario():
-        batcher = Batcher(fake, wait=0.05, max_sentences=256, on=on)
+        batcher = Batcher(LocalDecoder(fake), wait=0.05, max_sentences=256, on=on)
         task = asyncio.create_task(batcher.run())
         requests = [[f"s{i}a", f"s{i}b"] for i in range(10)]
         settings = Settings(beam=1, split=True)

@@ -17,6 +17,7 @@ from conftest import tiny_config, to_toml
 pytest.importorskip("fastapi")
 from test_serve import CountingTranslator, call, post, serving  # noqa: E402
 
+from translator.deploy.decoder import LocalDecoder  # noqa: E402
 from translator.deploy.limits import BadRequest  # noqa: E402
 from translator.deploy.server import Batcher, Settings  # noqa: E402
 
@@ -83,7 +84,9 @@ def test_an_over_full_queue_answers_503_with_retry_after_and_health_stays_up(str
 
 def test_retry_after_is_sent_with_503():
     async def scenario():
-        batcher = Batcher(CountingTranslator(), wait=0.0, max_sentences=8, on=True, max_queue=4)
+        batcher = Batcher(
+            LocalDecoder(CountingTranslator()), wait=0.0, max_sentences=8, on=True, max_queue=4
+        )
         waiting = asyncio.ensure_future(batcher.translate(["a"] * 4, Settings(1, True)))
         await asyncio.sleep(0)
         with pytest.raises(BadRequest) as refused:
@@ -99,7 +102,7 @@ def test_a_cancelled_request_is_not_decoded():
     fake = CountingTranslator()
 
     async def scenario():
-        batcher = Batcher(fake, wait=0.05, max_sentences=64, on=True)
+        batcher = Batcher(LocalDecoder(fake), wait=0.05, max_sentences=64, on=True)
         task = asyncio.create_task(batcher.run())
         gone = asyncio.ensure_future(batcher.translate(["gone"], Settings(1, True)))
         kept = asyncio.ensure_future(batcher.translate(["kept"], Settings(1, True)))

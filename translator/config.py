@@ -237,6 +237,9 @@ class ServeConfig:
     max_body_kb: int = 1024  # a larger request body is refused (413) before it is read
     read_timeout_s: float = 10.0  # a request body must arrive within this (else 408)
     request_timeout_s: float = 60.0  # no answer within this: 503
+    rate_limit: float = 0.0  # POST requests a second per API key (or address); beyond: 429
+    rate_burst: int = 10  # requests a client may send at once before serve.rate_limit applies
+    refusal_delay_s: float = 1.0  # a 503 or 429 is answered after this (at most its wait)
     api_keys: list[str] = field(default_factory=list)  # with any (or TRANSLATOR_API_KEYS): 401
     cors_origins: list[str] = field(default_factory=list)  # origins browsers may call from
 
@@ -253,6 +256,9 @@ class ServeConfig:
         )
         _require(0 <= self.port <= 65535, "config key 'serve.port' must be from 0 to 65535")
         _require(self.batch_wait_ms >= 0, "config key 'serve.batch_wait_ms' must be >= 0")
+        _require(self.rate_limit >= 0, "config key 'serve.rate_limit' must be >= 0 (0: no limit)")
+        _require(self.rate_burst >= 1, "config key 'serve.rate_burst' must be >= 1")
+        _require(self.refusal_delay_s >= 0, "config key 'serve.refusal_delay_s' must be >= 0")
 
 
 @dataclass

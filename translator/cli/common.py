@@ -66,9 +66,11 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
-def setup_process() -> None:
-    """Log lines on stderr; also the process-wide CPU settings every heavy command wants."""
-    keep_freed_memory()
+def setup_process(keep_memory: bool = True) -> None:
+    """Log lines on stderr; also, `keep_memory`, glibc's malloc keeps what is freed (faster
+    training steps; a server wants its memory back after a peak instead)."""
+    if keep_memory:
+        keep_freed_memory()
     handler = _TqdmHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger("translator")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import socket
 import sys
@@ -96,8 +97,9 @@ def serve(
     set_: SetOpt = None,
 ):
     """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
+    from translator.deploy.decoder import DecoderProcess
     from translator.deploy.server import create_app, require_fastapi
-    from translator.inference.engines import open_translator, output_origin
+    from translator.inference.engines import output_origin
 
     values = run_options(device, beam, None, engine, model)
     values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
@@ -105,28 +107,32 @@ def serve(
     require_fastapi()
     import uvicorn
 
-    setup_process()
+    setup = functools.partial(setup_process, keep_memory=False)  # back down after a flood
+    setup()
     path = default_checkpoint(config, checkpoint)
-    translator = open_translator(config, path)  # loaded once, before the server starts
+    _check_free(config.serve.host, config.serve.port)
+    decoder = DecoderProcess(config, path, setup)  # loaded before the server starts
     origin = output_origin(config, path)
     about = {
         "engine": config.decode.engine,
         "model": str(origin),
         "batching": config.serve.batching,
     }
-    app_ = create_app(translator, config.serve, about)
-    _check_free(config.serve.host, config.serve.port)
+    app_ = create_app(decoder, config.decode, config.serve, about)
     typer.echo(f"serving {origin} on http://{config.serve.host}:{config.serve.port} (Ctrl-C stops)")
     # SIGTERM: uvicorn stops accepting, finishes what it admitted, then raises the signal
     # again once it has restored this handler: exit 0, a clean stop for a process manager
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(
-        app_,
-        host=config.serve.host,
-        port=config.serve.port,
-        log_level="warning",
-        timeout_graceful_shutdown=int(config.serve.request_timeout_s),
-    )
+    try:
+        uvicorn.run(
+            app_,
+            host=config.serve.host,
+            port=config.serve.port,
+            log_level="warning",
+            timeout_graceful_shutdown=int(config.serve.request_timeout_s),
+        )
+    finally:
+        decoder.close()  # the decoding process ignores signals: it ends when its pipe closes
 
 
 def _check_free(host: str, port: int) -> None:

@@ -7,6 +7,8 @@ structured access-log line per request.
     translator_source_tokens_total              their source tokens
     translator_queue_sentences                  sentences waiting to be decoded now
     translator_batch_sentences                  sentences per decode (histogram)
+    translator_rate_limited_total               requests refused by serve.rate_limit (429)
+    translator_rate_limit_clients               clients with a rate-limit bucket now
 
 The access line is a JSON object on the `translator.access` logger (stderr), e.g.
 {"client": "127.0.0.1", "method": "POST", "path": "/translate", "status": 200, "ms": 41.2}.
@@ -31,7 +33,7 @@ SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 class Metrics:
     """The server's metrics, in a registry of their own (one per app)."""
 
-    def __init__(self, queued: Callable[[], int], count_tokens: Callable[[list[str]], int]):
+    def __init__(self, queued: Callable[[], int]):
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = registry = CollectorRegistry()
@@ -51,12 +53,17 @@ class Metrics:
         self.batches = Histogram(
             "translator_batch_sentences", "Sentences per decode", buckets=SIZES, registry=registry
         )
-        self.count_tokens = count_tokens
+        self.rate_limited = Counter(
+            "translator_rate_limited", "Requests refused by serve.rate_limit", registry=registry
+        )
+        self.clients = Gauge(
+            "translator_rate_limit_clients", "Clients with a rate-limit bucket", registry=registry
+        )
 
-    def decoded(self, sentences: list[str]) -> None:
+    def decoded(self, sentences: list[str], tokens: int) -> None:
         self.batches.observe(len(sentences))
         self.sentences.inc(len(sentences))
-        self.tokens.inc(self.count_tokens(sentences))
+        self.tokens.inc(tokens)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -10,10 +10,11 @@
 
 Requests arriving together are decoded together: the first request of a batch waits up to
 `serve.batch_wait_ms` for others (up to `decode.batch_size` sentences), then one decode
-runs in a worker thread while the next batch gathers, so throughput grows with
-concurrency. Requests with different settings (beam, split, nbest) are decoded in separate
-groups. At most `serve.max_queue` sentences wait: a request beyond that gets 503 with
-Retry-After at once. What a request may cost before the app sees it (body size, read and
+runs in the decoding process (decoder.py) while the next batch gathers, so throughput
+grows with concurrency. Requests with different settings (beam, split, nbest) are decoded
+in separate groups. At most `serve.max_queue` sentences wait: a request beyond that gets
+503 with Retry-After. Who is let in before the body is read (rate limits, a full queue) is
+admission.py's; what a request may cost before the app sees it (body size, read and
 answer timeouts, clients that leave) is limits.py's; its body is checked against the
 models of schema.py, which `/openapi.json` publishes. A bad request (too large, not JSON or
 not acceptable JSON, wrong types, an empty list, too many or too long sentences, a beam or
@@ -21,20 +22,20 @@ nbest out of range) gets a 4xx JSON `{"error": ...}`, never a 500.
 """
 
 import asyncio
-import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
-from translator.config import ServeConfig
+from translator.config import DecodeConfig, ServeConfig
 from translator.deploy.access import RequireKey, api_keys
+from translator.deploy.admission import Admission
+from translator.deploy.decoder import Settings
 from translator.deploy.libretranslate import add_routes
 from translator.deploy.limits import BadRequest, Limits, parse_json
 from translator.deploy.observe import Metrics, Observe
 from translator.errors import UserError
-from translator.inference.text import TextTranslator
 
 
 def require_fastapi() -> None:
@@ -48,13 +49,11 @@ def require_fastapi() -> None:
         ) from None
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What a request may choose about decoding; requests that agree decode together."""
+class Decoder(Protocol):
+    """What the Batcher decodes with: decoder.py's DecoderProcess (a process of its own, as
+    `translator serve` runs) or LocalDecoder (in the worker thread)."""
 
-    beam: int
-    split: bool
-    nbest: int = 0
+    def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]: ...
 
 
 @dataclass
@@ -71,38 +70,42 @@ class Batcher:
 
     def __init__(
         self,
-        translator: TextTranslator,
+        decoder: Decoder,
         wait: float,
         max_sentences: int,
         on: bool,
         max_queue: int = 1 << 30,
-        on_decode=lambda sentences: None,
+        on_decode=lambda sentences, tokens: None,
     ):
-        self.translator = translator
-        self.on_decode = on_decode  # told each decode's sentences (for the metrics)
+        self.decoder = decoder
+        self.on_decode = on_decode  # told each decode's sentences and tokens (for /metrics)
         self.max_queue = max_queue
         self.queued = 0  # sentences waiting, not yet taken into a batch
         self.wait = wait if on else 0.0
         self.max_sentences = max_sentences if on else 1
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self.executor = ThreadPoolExecutor(max_workers=1)  # the model decodes one batch at a time
-        self.engines: dict[Settings, TextTranslator] = {}
         self.decodes = 0  # how many decodes ran (for tests and /health)
 
     async def translate(self, sentences: list[str], settings: Settings) -> list:
         """The translations of `sentences`, once decoded; BadRequest 503 at once when the
         queue has no room for them. Cancelling the call drops them if not yet decoding."""
-        if self.queued + len(sentences) > self.max_queue:
-            raise BadRequest(
-                503,
-                f"busy: {self.queued} sentences are waiting (serve.max_queue "
-                f"{self.max_queue}); try again shortly",
-                {"Retry-After": "1"},
-            )
+        if refused := self.refusal(len(sentences)):
+            raise refused
         done = asyncio.get_running_loop().create_future()
         self.queued += len(sentences)
         self.queue.put_nowait(_Pending(sentences, settings, done))
         return await done
+
+    def refusal(self, sentences: int) -> BadRequest | None:
+        """The 503 for `sentences` more when the queue has no room for them, else None."""
+        if self.queued + sentences <= self.max_queue:
+            return None
+        message = (
+            f"busy: {self.queued} sentences are waiting (serve.max_queue {self.max_queue}); "
+            "try again shortly"
+        )
+        return BadRequest(503, message, {"Retry-After": "1"})
 
     async def run(self) -> None:
         while True:
@@ -127,19 +130,17 @@ class Batcher:
 
     async def _decode(self, requests: list[_Pending], settings: Settings) -> None:
         sentences = [s for p in requests for s in p.sentences]
-        if settings not in self.engines:
-            self.engines[settings] = self.translator.with_decode(**dataclasses.asdict(settings))
-        engine = self.engines[settings]
         loop = asyncio.get_running_loop()
+        decode = self.decoder.decode
         try:
-            outputs = await loop.run_in_executor(self.executor, engine.translate, sentences)
+            outputs, tokens = await loop.run_in_executor(self.executor, decode, sentences, settings)
         except Exception as exc:  # noqa: BLE001 - handed to each waiting request
             for p in requests:
                 if not p.done.done():
                     p.done.set_exception(exc)
             return
         self.decodes += 1
-        self.on_decode(sentences)
+        self.on_decode(sentences, tokens)
         start = 0
         for p in requests:
             if not p.done.done():  # cancelled while it was decoding: nobody waits for it
@@ -192,19 +193,17 @@ def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
     }.get(field, f"{field or 'the body'}: {errors[0]['msg']}")
 
 
-def create_app(translator: TextTranslator, serve_cfg: ServeConfig, about: dict[str, Any]):
-    """The FastAPI app around one loaded translator."""
+def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, about: dict):
+    """The FastAPI app around one decoder (closed, if it can be, when the server stops)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
     from translator.deploy.schema import ErrorResponse, TranslateResponse, request_models
 
     wait = serve_cfg.batch_wait_ms / 1000
-    defaults = Settings(translator.decode_cfg.beam, translator.decode_cfg.split)
-    batcher = Batcher(
-        translator, wait, translator.decode_cfg.batch_size, serve_cfg.batching, serve_cfg.max_queue
-    )
-    metrics = Metrics(lambda: batcher.queued, lambda s: sum(map(len, translator.src_tok.encode(s))))
+    defaults = Settings(decode_cfg.beam, decode_cfg.split)
+    batcher = Batcher(decoder, wait, decode_cfg.batch_size, serve_cfg.batching, serve_cfg.max_queue)
+    metrics = Metrics(lambda: batcher.queued)
     batcher.on_decode = metrics.decoded
     page = resources.files("translator.deploy").joinpath("static/index.html").read_text("utf-8")
 
@@ -212,11 +211,13 @@ def create_app(translator: TextTranslator, serve_cfg: ServeConfig, about: dict[s
         task = asyncio.create_task(batcher.run())
         yield
         task.cancel()
+        if hasattr(decoder, "close"):
+            await asyncio.to_thread(decoder.close)
 
     app = FastAPI(title="translator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.batcher = batcher
     # the last added runs first: metrics and access log, CORS (a browser's preflight needs
-    # no key), keys, limits
+    # no key), keys, admission (rate limits, a full queue), limits
     app.add_middleware(
         Limits,
         max_body=serve_cfg.max_body_kb * 1024,
@@ -224,6 +225,15 @@ def create_app(translator: TextTranslator, serve_cfg: ServeConfig, about: dict[s
         request_timeout=serve_cfg.request_timeout_s,
     )
     keys = api_keys(serve_cfg.api_keys)
+    app.add_middleware(
+        Admission,
+        full=batcher.refusal,
+        rate=serve_cfg.rate_limit,
+        burst=serve_cfg.rate_burst,
+        keys=keys,
+        metrics=metrics,
+        delay=serve_cfg.refusal_delay_s,
+    )
     if keys:
         app.add_middleware(RequireKey, keys=keys)
     if serve_cfg.cors_origins:
@@ -239,14 +249,18 @@ def create_app(translator: TextTranslator, serve_cfg: ServeConfig, about: dict[s
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, exc: BadRequest):
+        if exc.status == 503:  # busy: held as admission.py holds its refusals
+            await asyncio.sleep(serve_cfg.refusal_delay_s)
         return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception):
-        message = str(exc) if isinstance(exc, UserError) else type(exc).__name__
+        message = (
+            str(exc) if isinstance(exc, UserError) else getattr(exc, "kind", type(exc).__name__)
+        )
         return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
 
-    errors = {status: {"model": ErrorResponse} for status in (400, 401, 408, 413, 422, 503)}
+    errors = {status: {"model": ErrorResponse} for status in (400, 401, 408, 413, 422, 429, 503)}
     ours, theirs = request_models(serve_cfg)
     body_schema = {"content": {"application/json": {"schema": ours.model_json_schema()}}}
 

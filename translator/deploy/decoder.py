@@ -1,0 +1,180 @@
+"""Where `translator serve` decodes: a process of its own, fed one batch at a time through
+a pipe, so that the HTTP process (parsing, limits, refusals, metrics) cannot take the
+decoder's time, however many requests it refuses (measured in docs/deploy.md).
+
+    HTTP process                            decoding process (spawned)
+    DecoderProcess(config, checkpoint)  →   loads the model; answers "ready" or why not
+    decode(sentences, settings)         →   LocalDecoder.decode → the outputs and the
+                                            number of source tokens, or the error
+    close()                             →   the pipe closes: the process exits
+
+The decoding process ignores SIGINT and SIGTERM: Ctrl-C and a process manager's stop reach
+the whole process group, and the HTTP process still needs the decoder to finish what it
+admitted. It exits when the pipe closes, so also when the HTTP process dies. Should it die
+(killed, out of memory), the batch it held is answered 503 and a new one is started for
+the next.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from translator.config import Config
+from translator.deploy.limits import BadRequest
+from translator.errors import UserError
+from translator.runtime import return_freed_memory
+
+log = logging.getLogger(__name__)
+RESTART_RETRY_S = "5"  # Retry-After for the batch a dead decoding process held
+IDLE_S = 1.0  # a decoding process with nothing to do for this long returns its free memory
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a request may choose about decoding; requests that agree decode together."""
+
+    beam: int
+    split: bool
+    nbest: int = 0
+
+
+class DecodeFailed(Exception):
+    """The decoder raised `kind` (not a UserError): the client is told only its kind."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+class LocalDecoder:
+    """Decoding in the calling thread with one loaded translator (a TextTranslator, or
+    anything with `with_decode` and `translate`); the engine for each set of settings is
+    made once."""
+
+    def __init__(self, translator):
+        self.translator = translator
+        self.engines: dict[Settings, Any] = {}
+
+    def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
+        """The outputs of `sentences` and how many source tokens they have (for /metrics)."""
+        if settings not in self.engines:
+            self.engines[settings] = self.translator.with_decode(**asdict(settings))
+        outputs = self.engines[settings].translate(sentences)
+        tokenizer = getattr(self.translator, "src_tok", None)
+        tokens = sum(map(len, tokenizer.encode(sentences))) if tokenizer else 0
+        return outputs, tokens
+
+
+class DecoderProcess:
+    """The decoding process, seen from the HTTP process. `decode` blocks until the batch is
+    done (the server calls it from one worker thread); it is safe from any thread."""
+
+    def __init__(self, config: Config, checkpoint: Path, setup: Callable[[], None] = lambda: None):
+        self.config, self.checkpoint, self.setup = config, checkpoint, setup
+        self.lock = threading.Lock()
+        self.process = None
+        self.connection = None
+        self._start()  # loaded before the server listens: a bad model is one clear error
+
+    def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
+        with self.lock:
+            if self.process is None:
+                self._start()
+            try:
+                self.connection.send((sentences, settings))
+                reply = self.connection.recv()
+            except (EOFError, OSError):
+                code = self._reap()
+                log.warning("the decoding process stopped (exit code %s): starting another", code)
+                raise BadRequest(
+                    503,
+                    f"the decoding process stopped (exit code {code}) and is being restarted; "
+                    "try again shortly",
+                    {"Retry-After": RESTART_RETRY_S},
+                ) from None
+        if reply[0] == "ok":
+            return reply[1], reply[2]
+        _, kind, message, user = reply
+        raise UserError(message) if user else DecodeFailed(kind)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Close the pipe and wait for the process to finish its batch and exit."""
+        with self.lock:
+            if self.process is not None:
+                self.connection.close()
+                self.process.join(timeout)
+                self._reap()
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")  # CUDA and torch's threads need spawn
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(
+            target=serve_decoder,
+            args=(theirs, self.config, self.checkpoint, self.setup),
+            name="translator-decoder",
+            daemon=True,
+        )
+        self.process.start()
+        theirs.close()  # ours is then the only other end: its death reads as EOF here
+        try:
+            reply = self.connection.recv()
+        except (EOFError, OSError):
+            reply = ("failed", f"the decoding process exited with code {self._reap()}")
+        except BaseException:  # Ctrl-C while it loads: it ignores signals, so end it here
+            self._reap()
+            raise
+        if reply[0] != "ready":
+            self._reap()
+            raise UserError(reply[1])
+
+    def _reap(self) -> int | None:
+        """End the process if it still runs; its exit code. The next decode starts another."""
+        process, self.process = self.process, None
+        self.connection.close()
+        if process.is_alive():
+            process.kill()
+        process.join()
+        return process.exitcode
+
+
+def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[[], None]):
+    """The decoding process: load the model, then decode what arrives until the pipe
+    closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    setup()
+    try:
+        from translator.inference.engines import open_translator
+
+        decoder = LocalDecoder(open_translator(config, checkpoint))
+    except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
+        connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
+        return
+    connection.send(("ready",))
+    while True:
+        try:
+            if not connection.poll(IDLE_S):
+                return_freed_memory()  # idle: what a peak took goes back to the system
+                connection.poll(None)
+            sentences, settings = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = ("ok", *decoder.decode(sentences, settings))
+        except Exception as exc:  # noqa: BLE001 - handed to the requests of this batch
+            reply = ("error", type(exc).__name__, str(exc), isinstance(exc, UserError))
+        try:
+            connection.send(reply)
+        except OSError:
+            return
