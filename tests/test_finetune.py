@@ -20,6 +20,7 @@ from conftest import (
     write_tatoeba,
 )
 
+from translator.config import from_dict
 from translator.corpus.pipeline import prepare
 from translator.corpus.split import plan_split, sentence_keys
 from translator.data.ids import BYTE, UNKNOWN, meta_file, piece_kinds
@@ -27,6 +28,8 @@ from translator.data.layout import read_split, tokenizer_file
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.model import checkpoint
+from translator.model.transformer import Transformer
+from translator.training.resume import initial_weights, spread_layers
 from translator.training.trainer import train
 
 NEW_PAIRS = generated_pairs(300, seed=7)[:200]  # the same words, other sentences and order
@@ -148,6 +151,33 @@ def test_a_different_architecture_is_one_line_naming_every_key(trained, tmp_path
     )
     assert "dropout" not in done.stderr and "max_positions" not in done.stderr
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_a_shallower_model_takes_evenly_spaced_layers_with_init_layers_spread(trained, tmp_path):
+    payload = checkpoint.load(trained)  # made 3 decoder layers deep, each its own weights
+    deep = replace(from_dict(payload["config"]).model, decoder_layers=3)
+    vocab = [payload["model"][f"{side}_embed.tokens.weight"].shape[0] for side in ("src", "tgt")]
+    payload["model"] = Transformer(deep, *vocab).state_dict()
+    payload["config"]["model"]["decoder_layers"] = 3
+    teacher = tmp_path / "deep.pt"
+    checkpoint.save(payload, teacher)
+    config = finetune_config(trained, tmp_path, init_layers="spread")
+    config = replace(config, train=replace(config.train, init_from=str(teacher)))
+    prepare(config.data)
+    for layers, picked in ((1, [0]), (2, [0, 2])):
+        student = replace(config, model=replace(config.model, decoder_layers=layers))
+        weights = initial_weights(student)
+        Transformer(student.model, *vocab).load_state_dict(weights)  # strict: all, no more
+        for new, old in enumerate(picked):
+            name = "decoder.{}.ff.0.weight"
+            assert torch.equal(weights[name.format(new)], payload["model"][name.format(old)])
+    assert spread_layers(12, 3) == [0, 6, 11]  # Shleifer and Rush's 3 of 12
+    deeper = replace(config, model=replace(config.model, decoder_layers=4))
+    with pytest.raises(UserError, match="decoder_layers is 4 here, more than the checkpoint's 3"):
+        initial_weights(deeper)
+    same = replace(student, train=replace(student.train, init_layers="same"))
+    with pytest.raises(UserError, match="model.decoder_layers is 2 here and 3 in the checkpoint"):
+        initial_weights(same)
 
 
 def test_data_prepared_with_other_tokenizers_is_one_line(trained, tmp_path):

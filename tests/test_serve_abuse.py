@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_a_bucket_lets_a_burst_through_then_refills_at_the_rate():
 
 
 def test_429_per_address_with_retry_after_before_the_body_is_read(trained, tmp_path):
-    path = limited_config(trained, tmp_path, "address", rate_limit=0.5, rate_burst=2)
+    path = limited_config(trained, tmp_path, "address", rate_limit=0.1, rate_burst=2)
     with serving(path) as url:
         statuses = [request(url + "/translate", body=BODY) for _ in range(3)]
         head = f"POST /translate HTTP/1.1\nHost: x\nContent-Length: {10**9}\n"
@@ -115,22 +116,12 @@ def test_decoding_goes_on_for_others_while_one_key_floods(keyed):
 def test_the_rate_limit_is_per_key(keyed):
     url, _ = keyed
     key = {"Authorization": "Bearer flood"}
-    statuses = [request(url + "/translate", body=BODY, **key)[0] for _ in range(12)]
-    assert 429 in statuses
+    with ThreadPoolExecutor(12) as pool:  # at once: the bucket holds 5
+        statuses = list(
+            pool.map(lambda _: request(url + "/translate", body=BODY, **key), range(12))
+        )
+    assert [status for status, _ in statuses].count(429) >= 5
     assert request(url + "/translate", body=BODY, **{"X-API-Key": "polite"})[0] == 200
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
-def test_the_decoding_process_ends_with_a_killed_server(trained, tmp_path):
-    path = limited_config(trained, tmp_path, "killed")
-    with serving(path, with_process=True) as (url, process):
-        decoder = decoding_process(process.pid)
-        process.kill()  # no drain, no clean-up: the pipe closes with the process
-        for _ in range(100):
-            if not Path(f"/proc/{decoder}").exists() or "Z" in state(decoder):
-                break
-            time.sleep(0.1)
-    assert not Path(f"/proc/{decoder}").exists() or "Z" in state(decoder)
 
 
 def state(pid: int) -> str:
@@ -161,3 +152,16 @@ def test_a_killed_decoding_process_is_replaced(keyed):
     assert decoding_process(process.pid) != first
     assert "the decoding process stopped" in process.log.read_text()
     assert "Traceback" not in process.log.read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_the_decoding_process_ends_with_a_killed_server(keyed):  # the module's last test
+    _, process = keyed
+    decoder = decoding_process(process.pid)
+    process.kill()  # no drain, no clean-up: the pipe closes with the process
+    process.wait()
+    for _ in range(100):
+        if not Path(f"/proc/{decoder}").exists() or state(decoder) == "Z":
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{decoder}").exists() or state(decoder) == "Z"

@@ -150,6 +150,9 @@ class TrainConfig:
     save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
     tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)
     init_from: str = ""  # a checkpoint or run dir: start from its weights (fine-tuning)
+    # same: init_from's layers as they are; spread: a model with fewer layers takes evenly
+    # spaced ones, the first and last kept (shrink and fine-tune a distilled student)
+    init_layers: Literal["same", "spread"] = "same"
 
     def check(self) -> None:
         _positive(

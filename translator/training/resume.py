@@ -117,10 +117,15 @@ def resolved(config: Config) -> Config:
 
 def initial_weights(config: Config) -> dict[str, Any]:
     """The weights of train.init_from, after checking that they fit `config` and its
-    prepared data."""
+    prepared data; with train.init_layers "spread", evenly spaced layers of a deeper
+    model."""
     path = Path(config.train.init_from)
     payload = checkpoint.load(path)
-    differing = model_differences(from_dict(payload["config"]), config)
+    trained = from_dict(payload["config"])
+    spread = config.train.init_layers == "spread"
+    differing = model_differences(trained, config, keys=LAYERS if spread else ())
+    if spread:
+        differing += deeper_layers(trained, config)
     if differing:
         raise UserError(
             f"cannot initialise from {path}: the config's [model] section differs from the "
@@ -133,17 +138,62 @@ def initial_weights(config: Config) -> dict[str, Any]:
             f"tokenizers ({' and '.join(other)} differ from the checkpoint's): prepare it "
             f"with --tokenizers-from {path}"
         )
-    return payload["model"]
+    if not spread:
+        return payload["model"]
+    picks = {
+        stack: spread_layers(getattr(trained.model, key), getattr(config.model, key))
+        for stack, key in zip(STACKS, LAYERS, strict=True)
+    }
+    return layers_taken(payload["model"], picks)
 
 
-def model_differences(trained: Config, config: Config) -> list[str]:
-    """'model.KEY is A here and B in the checkpoint' for each architecture key that differs."""
+LAYERS = ("encoder_layers", "decoder_layers")
+STACKS = ("encoder", "decoder")  # their module lists in the model's state dict
+
+
+def model_differences(trained: Config, config: Config, keys: tuple[str, ...] = ()) -> list[str]:
+    """'model.KEY is A here and B in the checkpoint' for each architecture key that differs
+    (but `keys`)."""
     return [
         f"model.{key} is {getattr(config.model, key)!r} here and "
         f"{getattr(trained.model, key)!r} in the checkpoint"
         for key in ARCHITECTURE
-        if getattr(config.model, key) != getattr(trained.model, key)
+        if key not in keys and getattr(config.model, key) != getattr(trained.model, key)
     ]
+
+
+def deeper_layers(trained: Config, config: Config) -> list[str]:
+    """What train.init_layers "spread" cannot do: make layers the checkpoint lacks."""
+    return [
+        f"model.{key} is {getattr(config.model, key)} here, more than the checkpoint's "
+        f"{getattr(trained.model, key)} (train.init_layers spread takes fewer)"
+        for key in LAYERS
+        if getattr(config.model, key) > getattr(trained.model, key)
+    ]
+
+
+def spread_layers(have: int, want: int) -> list[int]:
+    """`want` of `have` layers, evenly spaced: the first, and the last when want > 1 (as
+    Shleifer and Rush's shrink and fine-tune copies them)."""
+    if want == 1:
+        return [0]
+    return [round(i * (have - 1) / (want - 1)) for i in range(want)]
+
+
+def layers_taken(weights: dict[str, Any], picks: dict[str, list[int]]) -> dict[str, Any]:
+    """`weights` with layer picks[stack][i] of each stack renamed layer i, the other
+    layers dropped."""
+    taken = {}
+    for name, value in weights.items():
+        stack, _, rest = name.partition(".")
+        if stack not in picks:
+            taken[name] = value
+            continue
+        index, _, tail = rest.partition(".")
+        for new, old in enumerate(picks[stack]):
+            if int(index) == old:
+                taken[f"{stack}.{new}.{tail}"] = value
+    return taken
 
 
 def tokenizer_differences(models: dict[str, bytes], data_dir: str) -> list[str]:
