@@ -182,7 +182,8 @@ RULES = [
         {"train": {"nope": 1}},
         (
             "unknown config key 'train.nope' (known: bleu_samples, clip_norm, compile, "
-            "cuda_graphs, device, ema, init_from, keep_last, label_smoothing, log_every, lr, "
+            "cuda_graphs, device, ema, init_from, init_layers, keep_last, label_smoothing, "
+            "log_every, lr, "
             "max_epochs, max_minutes, max_tokens, max_updates, min_lr, pad_to_multiple, "
             "patience, plateau_factor, plateau_metric, plateau_patience, precision, rdrop, "
             "run_dir, save_every, "

@@ -99,7 +99,6 @@ def serve(
     """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
     from translator.deploy.decoder import DecoderProcess
     from translator.deploy.server import create_app, require_fastapi
-    from translator.inference.engines import output_origin
 
     values = run_options(device, beam, None, engine, model)
     values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
@@ -112,7 +111,7 @@ def serve(
     path = default_checkpoint(config, checkpoint)
     _check_free(config.serve.host, config.serve.port)
     decoder = DecoderProcess(config, path, setup)  # loaded before the server starts
-    origin = output_origin(config, path)
+    origin = decoder.origin  # this process never imports PyTorch: the decoding process does
     about = {
         "engine": config.decode.engine,
         "model": str(origin),

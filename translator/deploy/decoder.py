@@ -3,7 +3,8 @@ a pipe, so that the HTTP process (parsing, limits, refusals, metrics) cannot tak
 decoder's time, however many requests it refuses (measured in docs/deploy.md).
 
     HTTP process                            decoding process (spawned)
-    DecoderProcess(config, checkpoint)  →   loads the model; answers "ready" or why not
+    DecoderProcess(config, checkpoint)  →   loads the model; answers "ready" (and what it
+                                            decodes from) or why not
     decode(sentences, settings)         →   LocalDecoder.decode → the outputs and the
                                             number of source tokens, or the error
     close()                             →   the pipe closes: the process exits
@@ -81,6 +82,7 @@ class DecoderProcess:
         self.lock = threading.Lock()
         self.process = None
         self.connection = None
+        self.origin = ""
         self._start()  # loaded before the server listens: a bad model is one clear error
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
@@ -137,6 +139,7 @@ class DecoderProcess:
         if reply[0] != "ready":
             self._reap()
             raise UserError(reply[1])
+        self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
 
     def _reap(self) -> int | None:
         """End the process if it still runs; its exit code. The next decode starts another."""
@@ -155,13 +158,13 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     setup()
     try:
-        from translator.inference.engines import open_translator
+        from translator.inference.engines import open_translator, output_origin
 
         decoder = LocalDecoder(open_translator(config, checkpoint))
     except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
         connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
         return
-    connection.send(("ready",))
+    connection.send(("ready", str(output_origin(config, checkpoint))))
     while True:
         try:
             if not connection.poll(IDLE_S):

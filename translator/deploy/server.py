@@ -89,7 +89,8 @@ class Batcher:
 
     async def translate(self, sentences: list[str], settings: Settings) -> list:
         """The translations of `sentences`, once decoded; BadRequest 503 at once when the
-        queue has no room for them. Cancelling the call drops them if not yet decoding."""
+        queue has no room for them (the app answers it after serve.refusal_delay_s).
+        Cancelling the call drops them if not yet decoding."""
         if refused := self.refusal(len(sentences)):
             raise refused
         done = asyncio.get_running_loop().create_future()

@@ -12,8 +12,6 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from translator.atomic import atomic_write
 from translator.errors import UserError
 
@@ -25,6 +23,8 @@ def checkpoint_dir(run_dir: str | Path) -> Path:
 
 
 def save(payload: dict[str, Any], path: Path) -> None:
+    import torch  # here, not above: a run directory's paths need no PyTorch (serve's HTTP side)
+
     atomic_write(path, lambda tmp: torch.save({"format": FORMAT, **payload}, tmp))
 
 
@@ -100,6 +100,8 @@ def average_last(
 
 
 def load(path: str | Path) -> dict[str, Any]:
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise UserError(f"no checkpoint at {path}: train first (translator train)")
