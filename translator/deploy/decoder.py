@@ -106,10 +106,6 @@ class DecoderProcess:
         _, kind, message, user = reply
         raise UserError(message) if user else DecodeFailed(kind)
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
     def close(self, timeout: float = 30.0) -> None:
         """Close the pipe and wait for the process to finish its batch and exit."""
         with self.lock:
