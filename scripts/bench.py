@@ -40,8 +40,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from common import ROOT, flops_per_token, load_config, matmul_peak, tokens_per_s, with_values
+from common import ROOT, load_config, with_values
 from reference import naive
+from step_measures import flops_per_token, matmul_peak, tokens_per_s
 
 from translator.config import Config
 from translator.corpus.pipeline import prepare

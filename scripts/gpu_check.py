@@ -24,8 +24,9 @@ import argparse
 from pathlib import Path
 
 import torch
-from common import ROOT, Steps, bf16_vs_fp32, load_on, prime_shapes
+from common import ROOT, load_on
 from reference import naive
+from step_measures import Steps, bf16_vs_fp32, prime_shapes
 
 from translator.corpus.pipeline import prepare
 from translator.data.batching import pad, padding_mask

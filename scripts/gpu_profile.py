@@ -37,14 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import (
-    Steps,
-    bf16_vs_fp32,
-    flops_per_token,
-    load_config,
-    matmul_peak,
-    prime_shapes,
-)
+from common import load_config
+from step_measures import Steps, bf16_vs_fp32, flops_per_token, matmul_peak, prime_shapes
 from torch.profiler import ProfilerActivity, profile
 
 from translator.corpus.pipeline import prepare

@@ -24,10 +24,30 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, run_differences, translator_command
+import torch
+from common import ROOT, translator_command
 
 from translator.model import checkpoint
 from translator.model.rundir import RunDir
+
+TIMING = ("train_tokens_per_s", "minutes")  # metrics.tsv columns that differ run to run
+
+
+def run_differences(a: Path, b: Path) -> list[str]:
+    """What differs between two finished runs' last.pt weights and metrics.tsv (but its
+    timing columns); empty: nothing."""
+    problems = []
+    wa, wb = (checkpoint.load(RunDir(d).last)["model"] for d in (a, b))
+    for name, tensor in wa.items():
+        if not torch.equal(tensor, wb[name]):
+            problems.append(f"weights {name} differ by {(tensor - wb[name]).abs().max():.3g}")
+    rows = [
+        [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(d).metric_rows()]
+        for d in (a, b)
+    ]
+    if rows[0] != rows[1]:
+        problems.append("metrics.tsv differs")
+    return problems
 
 
 def command(run_dir: Path, epochs: int, resume: bool) -> list[str]:

@@ -33,14 +33,8 @@ from pathlib import Path
 
 import torch
 import torch._dynamo
-from common import (
-    ROOT,
-    flops_per_token,
-    load_config,
-    matmul_peak,
-    tokens_per_s,
-    with_values,
-)
+from common import ROOT, load_config, with_values
+from step_measures import flops_per_token, matmul_peak, tokens_per_s
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from translator.config import Config

@@ -24,7 +24,8 @@ import sys
 import time
 
 import torch
-from common import load_config, tokens_per_s, with_values
+from common import load_config, with_values
+from step_measures import tokens_per_s
 
 from translator.config import DecodeConfig
 from translator.data.layout import read_references, split_file

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config, write_tatoeba
+from sacrebleu.metrics import CHRF
 
 from translator.config import DataConfig, from_dict
 from translator.corpus.pipeline import prepare
@@ -19,7 +20,9 @@ from translator.data.layout import read_split, split_file
 from translator.distill import pipeline
 from translator.distill.filters import filter_outputs
 from translator.distill.pipeline import DistillSettings, distill
+from translator.distill.selection import closest
 from translator.errors import UserError
+from translator.inference.text import Hypothesis
 from translator.model.checkpoint import load as load_checkpoint
 
 
@@ -106,11 +109,11 @@ def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatc
     calls = []
 
     def killed_in_the_third_shard(translate, *args, **kwargs):
-        def dying(lines):
+        def dying(lines, human):
             calls.append(len(lines))
             if len(calls) == 3:
                 raise Killed
-            return translate(lines)
+            return translate(lines, human)
 
         return real(dying, *args, **kwargs)
 
@@ -179,6 +182,47 @@ def test_keep_original_mixes_the_human_pairs_back_in_with_their_weight(trained, 
     corpus, weights = train_corpora(config, out)
     assert weights == [1.0, 0.5]
     assert np.asarray(corpus).tolist() == [0] * made["kept"] + [1] * len(original[0])
+
+
+def test_closest_takes_the_hypothesis_nearest_the_human_translation():
+    chrf = CHRF()
+    found = [Hypothesis("汤姆。", -0.1), Hypothesis("汤姆在这里。", -0.5), Hypothesis("在这", -0.9)]
+    assert closest(found, "汤姆在这里。", chrf) == "汤姆在这里。"
+    assert closest(found, "你好", chrf) == "汤姆。"  # all score 0: the teacher's best
+    assert closest([], "汤姆在这里。", chrf) == ""
+
+
+def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, tmp_path):
+    """Human translations that are the teacher's second best on odd lines: those lines must
+    get the second best, the others the best, as `closest` picks them."""
+    import shutil
+
+    from translator.inference.torch_engine import Translator
+
+    data = tmp_path / "data"
+    shutil.copytree(teacher_config(trained).data.dir, data)
+    config = teacher_config(trained, dir=str(data), max_length_ratio=100.0, min_length_ratio=0.0)
+    english, human = read_split(data, "train")
+    teacher = Translator.from_checkpoint(trained, "cpu", config.decode)
+    found = teacher.translate(english, nbest=2)
+    pairs = enumerate(zip(found, human, strict=True))
+    human = [h[1].text if i % 2 and len(h) > 1 else ref for i, (h, ref) in pairs]
+    split_file(data, "train", "zh").write_text("".join(f"{line}\n" for line in human))
+
+    out = tmp_path / "distilled"
+    result = distill(config, DistillSettings(trained, out, nbest=2), progress=False)
+    assert result.stats["distilled"]["nbest"] == 2
+    chrf = CHRF()
+    expected = [closest(h, ref, chrf) for h, ref in zip(found, human, strict=True)]
+    assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > len(found) // 4
+    en, zh = read_split(out, "train")
+    assert list(zip(en, zh, strict=True)) == [
+        (e, x) for e, x in zip(english, expected, strict=True) if x
+    ]
+    with pytest.raises(UserError, match="nbest differ"):
+        distill(config, DistillSettings(trained, out, nbest=1, resume=True), progress=False)
+    with pytest.raises(UserError, match="at most --beam"):
+        distill(config, DistillSettings(trained, tmp_path / "x", nbest=3), progress=False)
 
 
 def test_a_student_trains_on_the_distilled_directory(trained, tmp_path):

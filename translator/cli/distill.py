@@ -46,6 +46,14 @@ def distill(
         ),
     ] = None,
     beam: Annotated[int, typer.Option("--beam", help="The teacher's beam size.")] = 5,
+    nbest: Annotated[
+        int,
+        typer.Option(
+            "--nbest",
+            help="1: the teacher's best translation. N > 1: of its N best, the one closest to "
+            "the human translation by chrF (sequence-level interpolation; N at most --beam).",
+        ),
+    ] = 1,
     length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
     batch_size: Annotated[
@@ -98,7 +106,9 @@ def distill(
         "decode.nbest": 0,
     }
     config = config_module.load(config_file, set_ or [], values)
-    settings = DistillSettings(teacher, out, shard_size, keep_original, resume, overwrite)
+    settings = DistillSettings(
+        teacher, out, shard_size, keep_original, nbest=nbest, resume=resume, overwrite=overwrite
+    )
     setup_process()
     result = run_distill(config, settings)
     made = result.stats["distilled"]

@@ -2,7 +2,8 @@
 that a student trains on (sequence-level knowledge distillation, Kim & Rush 2016).
 
     data.dir's train English → the teacher, shard by shard (shards.py: each shard written
-      atomically, so --resume continues after the last whole one)
+      atomically, so --resume continues after the last whole one); with --nbest N, of its
+      N best the one closest to the line's human translation (selection.py)
       → the filters of distillation (filters.py): empty, looping, over-long and implausibly
         long or short outputs dropped and counted
       → OUT: train.en (the same English) and train.zh (the teacher's), and with
@@ -40,6 +41,7 @@ from translator.data.layout import (
 )
 from translator.data.lines import read_chunks
 from translator.distill.filters import REASONS, filter_outputs
+from translator.distill.selection import teacher_outputs
 from translator.distill.shards import read_shards, shard_count, start_work, translate_shards
 from translator.distill.teacher import held_out_check, open_teacher
 from translator.errors import UserError
@@ -54,6 +56,7 @@ class DistillSettings:
     out: Path
     shard_size: int = 100_000  # train lines a shard: what a kill can lose
     keep_original: float = 0.0  # > 0: the human pairs mixed back in with this weight
+    nbest: int = 1  # > 1: of the teacher's n best, the closest to the human (selection.py)
     resume: bool = False
     overwrite: bool = False
 
@@ -71,6 +74,8 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
     started = time.perf_counter()
     data_dir, out = Path(config.data.dir), Path(settings.out)
     lines = _check_inputs(data_dir, out, settings)
+    if settings.nbest > config.decode.beam:
+        raise UserError(f"--nbest ({settings.nbest}) must be at most --beam ({config.decode.beam})")
     teacher = open_teacher(config, settings.teacher)
     checked = held_out_check(teacher, data_dir)
     decode = teacher.translator.decode_cfg
@@ -82,12 +87,13 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
         "train_lines": lines,
         "decode": {k: v for k, v in asdict(decode).items() if k not in NOT_DECODING},
         "shard_size": settings.shard_size,
-    }
+    } | ({"nbest": settings.nbest} if settings.nbest > 1 else {})  # earlier runs' manifests
     work = start_work(out, manifest, settings.resume, settings.overwrite)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
-        teacher.translator.translate,
+        teacher_outputs(teacher.translator, settings.nbest),
         split_file(data_dir, "train", "en"),
+        split_file(data_dir, "train", "zh"),
         lines,
         work,
         settings.shard_size,
@@ -114,6 +120,8 @@ def _check_inputs(data_dir: Path, out: Path, settings: DistillSettings) -> int:
         raise UserError("--out must be a directory other than the data's")
     if settings.shard_size < 1:
         raise UserError(f"--shard-size must be at least 1, got {settings.shard_size}")
+    if settings.nbest < 1:
+        raise UserError(f"--nbest must be at least 1, got {settings.nbest}")
     if settings.keep_original < 0:
         raise UserError(f"--keep-original must be >= 0, got {settings.keep_original}")
     lines = _count_lines(split_file(data_dir, "train", "en"))
@@ -247,6 +255,7 @@ def _stats(
             "kept": kept,
             "dropped": {reason: dropped[reason] for reason in REASONS},
             "keep_original": settings.keep_original,
+            "nbest": settings.nbest,
             "original_pairs": train - kept,
             "shard_size": settings.shard_size,
         },

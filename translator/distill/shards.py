@@ -64,16 +64,18 @@ def start_work(out: Path, manifest: dict, resume: bool, overwrite: bool) -> Path
 
 
 def translate_shards(
-    translate: Callable[[list[str]], list[str]],
+    translate: Callable[[list[str], list[str]], list[str]],
     source: Path,
+    human: Path,
     lines: int,
     work: Path,
     shard_size: int,
     batch_size: int,
     progress: bool = True,
 ) -> int:
-    """Translate `source` (`lines` lines) shard by shard into `work`, skipping the shards
-    already there; returns how many shards this call translated."""
+    """Translate `source` (`lines` lines, beside their human translations `human`) shard by
+    shard into `work`, skipping the shards already there; returns how many shards this call
+    translated."""
     shards = shard_count(lines, shard_size)
     done = [shard_file(work, k).is_file() for k in range(shards)]
     first_done = sum(min(shard_size, lines - k * shard_size) for k in range(shards) if done[k])
@@ -86,12 +88,15 @@ def translate_shards(
         disable=not progress,
         dynamic_ncols=True,
     ) as bar:
-        for k, shard in enumerate(read_chunks(source, shard_size)):
+        shards = zip(read_chunks(source, shard_size), read_chunks(human, shard_size), strict=True)
+        for k, (shard, references) in enumerate(shards):
             if done[k]:
                 continue
             outputs: list[str] = []
-            for chunk in _chunks(shard, batch_size * PROGRESS_BATCHES):
-                outputs += translate(chunk)
+            step = batch_size * PROGRESS_BATCHES
+            for start in range(0, len(shard), step):
+                chunk = shard[start : start + step]
+                outputs += translate(chunk, references[start : start + step])
                 bar.update(len(chunk))
             _write_lines(shard_file(work, k), outputs)
             translated += 1
@@ -101,11 +106,6 @@ def translate_shards(
 def _write_lines(path: Path, lines: list[str]) -> None:
     text = "".join(line + "\n" for line in lines)
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def _chunks(lines: list[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(lines), size):
-        yield lines[start : start + size]
 
 
 def read_shards(work: Path, shards: int) -> Iterator[list[str]]:
