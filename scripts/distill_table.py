@@ -3,8 +3,8 @@ decoding sentences/s in PyTorch and in CTranslate2 int8 (greedy), one run.
 
     python scripts/distill_table.py -c configs/tatoeba-cpu.toml \\
         "teacher=runs/tatoeba-cpu-60/checkpoints/ema.pt" \\
-        "(a) distilled=runs/student-cpu/checkpoints/average5.pt" \\
-        "(b) original=runs/student-original/checkpoints/average5.pt" \\
+        "(a) distilled=runs/student-cpu/checkpoints/ema.pt" \\
+        "(b) original=runs/student-original/checkpoints/ema.pt" \\
         "(c) tatoeba-cpu=runs/tatoeba-cpu/checkpoints/average5.pt"
 
 Each row is NAME=CHECKPOINT[@ALPHA]: beam 5 uses ALPHA as its length penalty (default: the

@@ -10,6 +10,7 @@ from translator.config import DecodeConfig, from_dict, load
 from translator.data.batching import padding_mask
 from translator.errors import UserError
 from translator.model.transformer import Transformer
+from translator.training.resume import LAYERS, deeper_layers, model_differences
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
 
@@ -42,6 +43,20 @@ def test_the_tatoeba_configs_hold_out_the_same_test_split():
     assert len(tatoeba) == len(names)
     for key in SPLIT_KEYS.split():
         assert len({repr(getattr(d, key)) for d in tatoeba}) == 1, key
+
+
+def test_the_student_config_shrinks_the_teacher_config():
+    """configs/student-cpu.toml starts from tatoeba-cpu-60.toml's moving average with
+    train.init_layers spread: its model must be the teacher's but for fewer layers, and its
+    vocabularies the teacher's."""
+    by_name = {p.name: load(p) for p in CONFIGS}
+    student, teacher = by_name["student-cpu.toml"], by_name["tatoeba-cpu-60.toml"]
+    assert student.train.init_layers == "spread"
+    assert Path(student.train.init_from) == Path(teacher.train.run_dir) / "checkpoints/ema.pt"
+    assert model_differences(teacher, student, keys=LAYERS) == []
+    assert deeper_layers(teacher, student) == []
+    for side in ("src_vocab_size", "tgt_vocab_size"):
+        assert getattr(student.data, side) == getattr(teacher.data, side), side
 
 
 # Every rule of the config broken once, with the line the user reads (each was recorded

@@ -88,8 +88,8 @@ def translate_shards(
         disable=not progress,
         dynamic_ncols=True,
     ) as bar:
-        shards = zip(read_chunks(source, shard_size), read_chunks(human, shard_size), strict=True)
-        for k, (shard, references) in enumerate(shards):
+        chunks = zip(read_chunks(source, shard_size), read_chunks(human, shard_size), strict=True)
+        for k, (shard, references) in enumerate(chunks):
             if done[k]:
                 continue
             outputs: list[str] = []
