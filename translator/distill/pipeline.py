@@ -87,7 +87,9 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
         "train_lines": lines,
         "decode": {k: v for k, v in asdict(decode).items() if k not in NOT_DECODING},
         "shard_size": settings.shard_size,
-    } | ({"nbest": settings.nbest} if settings.nbest > 1 else {})  # earlier runs' manifests
+    }
+    if settings.nbest > 1:  # only then, so that a directory distilled before --nbest resumes
+        manifest["nbest"] = settings.nbest
     work = start_work(out, manifest, settings.resume, settings.overwrite)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
