@@ -3,7 +3,7 @@ decoding sentences/s in PyTorch and in CTranslate2 int8 (greedy), one run.
 
     python scripts/distill_table.py -c configs/tatoeba-cpu.toml \\
         "teacher=runs/tatoeba-cpu-60/checkpoints/ema.pt" \\
-        "(a) distilled=runs/student-cpu/checkpoints/ema-average1.pt" \\
+        "(a) distilled=runs/student-cpu/checkpoints/ema.pt" \\
         "(b) original=runs/student-original/checkpoints/ema.pt" \\
         "(c) tatoeba-cpu=runs/tatoeba-cpu/checkpoints/average5.pt"
 
@@ -11,8 +11,8 @@ Each row is NAME=CHECKPOINT[@ALPHA]: beam 5 uses ALPHA as its length penalty (de
 checkpoint's own decode.length_penalty). The test split of the config's data.dir is
 translated, each distinct English sentence once and scored against all its translations
 (sacrebleu, tokenize zh), through the same text path as `translate` (split off: a line is
-one sentence). Speed is the median of `--repeats` passes over those sentences (after one
-untimed), batches of decode.batch_size (256) for PyTorch; CTranslate2 runs the int8 export
+one sentence). Each row runs in a fresh process. Speed is the median of `--repeats` passes
+over those sentences (after one untimed), batches of decode.batch_size (256) for PyTorch; CTranslate2 runs the int8 export
 of the checkpoint as two translators of one thread each, batches of 32 (its fastest on 2
 cores in scripts/bench.py). The baseline of the ratios is the last row's beam 5
 (`--baseline` picks another): issue 47 asks a distilled student's greedy decoding for 3×
