@@ -12,12 +12,12 @@ checkpoint's own decode.length_penalty). The test split of the config's data.dir
 translated, each distinct English sentence once and scored against all its translations
 (sacrebleu, tokenize zh), through the same text path as `translate` (split off: a line is
 one sentence). Each row runs in a fresh process. Speed is the median of `--repeats` passes
-over those sentences (after one untimed), batches of decode.batch_size (256) for PyTorch; CTranslate2 runs the int8 export
-of the checkpoint as two translators of one thread each, batches of 32 (its fastest on 2
-cores in scripts/bench.py). The baseline of the ratios is the last row's beam 5
-(`--baseline` picks another): issue 47 asks a distilled student's greedy decoding for 3×
-its sentences/s at at least its BLEU, and of the int8 export at most 0.5 BLEU below
-PyTorch's greedy.
+over those sentences (after one untimed), batches of decode.batch_size (256) for PyTorch;
+CTranslate2 runs the int8 export of the checkpoint as two translators of one thread each,
+batches of 32 (its fastest on 2 cores in scripts/bench.py). The baseline of the ratios is
+the last row's beam 5 (`--baseline` picks another): issue 47 asks a distilled student's
+greedy decoding for 3× its sentences/s at at least its BLEU, and of the int8 export at
+most 0.5 BLEU below PyTorch's greedy.
 """
 
 from __future__ import annotations
