@@ -23,7 +23,6 @@ most 0.5 BLEU below PyTorch's greedy.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import sys
@@ -32,7 +31,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from common import load_config
+from common import alone, load_config
 
 from translator.data.layout import read_references, split_file
 from translator.deploy.export import export
@@ -62,17 +61,8 @@ def timed(translate, sources: list[str], repeats: int) -> tuple[list[str], float
     return out, len(sources) / statistics.median(times)
 
 
-def measure_alone(name: str, spec: str, config, sources, references, repeats: int) -> Row:
-    """measure() in a fresh process. In one process the models after the first decoded up to
-    2x slower in PyTorch (the same checkpoint 1,046 sentences/s first, 570 third): the
-    earlier models' kernels and memory stay behind."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        fields = pool.apply(measure, (name, spec, config, sources, references, repeats))
-    return Row(*fields)
-
-
 def measure(name: str, spec: str, config, sources, references, repeats: int) -> tuple:
-    """One row's fields (plain values, to cross the process boundary)."""
+    """One row's fields, as plain values: main runs it `alone`, in a fresh process."""
     keep_freed_memory()
     path, _, alpha = spec.partition("@")
     payload = load_checkpoint(path)
@@ -132,7 +122,8 @@ def main() -> None:
     rows = []
     for item in args.rows:
         name, _, spec = item.partition("=")
-        rows.append(measure_alone(name, spec, config, sources, references, args.repeats))
+        fields = alone(measure, name, spec, config, sources, references, args.repeats)
+        rows.append(Row(*fields))
     print(f"\n{len(sources):,} test sentences of {config.data.dir}; {os.cpu_count()} CPU cores\n")
     print(table(rows, rows[args.baseline]))
 

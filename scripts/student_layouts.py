@@ -5,15 +5,16 @@ decoding sentences/s for each (encoder layers + decoder layers), side by side in
     python scripts/student_layouts.py -c configs/student-cpu.toml --layouts 3+3 6+1 6+2 8+1
 
 Every layout is the config's model (d_model, heads, ff_dim) with other layer counts,
-freshly initialised from the same seed. Training: `common.tokens_per_s` over the Trainer's
-own updates (`--seconds` each, after one update of each batch shape). Decoding: the test
-split's English, greedy, in batches of decode.batch_size, every sentence made to write
-exactly `--tokens` tokens (decode.max_len_a 0, max_len_b N, and EOS never chosen; the
-mean length written is printed to show it), the best of `--repeats` passes.
-Output lengths are the same for every layout, so the decoding column is the cost of the
-layout alone: choose a student's layout by it, then train and score the one chosen. The
-first layout is the baseline of the ratios, and also decodes with beam 5 (the reference a
-greedy student has to beat, issue 47: 3× its sentences/s).
+freshly initialised from the same seed (a train.init_from is ignored), and is trained and
+timed in a fresh process. Training: `common.tokens_per_s` over the Trainer's own updates
+(`--seconds` each, after one update of each batch shape). Decoding: the test split's
+English, greedy, in batches of decode.batch_size, every sentence made to write exactly
+`--tokens` tokens (decode.max_len_a 0, max_len_b N, and EOS never chosen; the mean length
+written is printed to show it), the best of `--repeats` passes. Output lengths are the same
+for every layout, so the decoding column is the cost of the layout alone: choose a
+student's layout by it, then train and score the one chosen. The first layout is the
+baseline of the ratios, and also decodes with beam 5 (the reference a greedy student has to
+beat, issue 47: 3× its sentences/s).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 import time
 
 import torch
-from common import load_config, with_values
+from common import alone, load_config, with_values
 from step_measures import tokens_per_s
 
 from translator.config import DecodeConfig
@@ -69,6 +70,22 @@ def decode_rate(trainer: Trainer, sources: list[str], tokens: int, beam: int, re
     return len(sources) / min(times), written
 
 
+def measure(config, layout: str, sources: list[str], args, beam: bool) -> tuple:
+    """A row of the table for `layout` ("E+D"), as plain values: main runs it `alone`."""
+    keep_freed_memory()
+    encoder, decoder = (int(n) for n in layout.split("+"))
+    torch.manual_seed(0)
+    fresh = with_values(
+        config, model__encoder_layers=encoder, model__decoder_layers=decoder, train__init_from=""
+    )  # not the teacher's weights (a shrunk student's): a layout its layers cannot fill
+    trainer = Trainer(fresh, progress=False)
+    params = sum(p.numel() for p in trainer.model.parameters())
+    train = tokens_per_s(trainer, args.seconds, shapes=None)
+    greedy, written = decode_rate(trainer, sources, args.tokens, 1, args.repeats)
+    beam_rate = decode_rate(trainer, sources, args.tokens, 5, args.repeats)[0] if beam else 0
+    return layout, params, train, greedy, written, beam_rate
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default="configs/student-cpu.toml")
@@ -78,25 +95,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=12, help="decoded per sentence")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    keep_freed_memory()
     config = load_config(args.config, args.overrides)
     if not split_file(config.data.dir, "test", "en").is_file():
         sys.exit(f"error: no prepared data in {config.data.dir}: run `translator prepare` first")
     sources = read_references(config.data.dir, "test")[0]
     rows = []
     for layout in args.layouts:
-        encoder, decoder = (int(n) for n in layout.split("+"))
-        torch.manual_seed(0)
-        trainer = Trainer(
-            with_values(config, model__encoder_layers=encoder, model__decoder_layers=decoder),
-            progress=False,
-        )
-        params = sum(p.numel() for p in trainer.model.parameters())
-        train = tokens_per_s(trainer, args.seconds, shapes=None)
-        greedy, written = decode_rate(trainer, sources, args.tokens, 1, args.repeats)
-        beam = decode_rate(trainer, sources, args.tokens, 5, args.repeats)[0] if not rows else 0
-        rows.append((layout, params, train, greedy, written, beam))
-        print(f"{layout}: {params:,} parameters, {train:,.0f} tok/s, greedy {greedy:,.0f} sent/s")
+        beam = not rows  # the first layout, the baseline, also decodes with beam 5
+        row = alone(measure, config, layout, sources, args, beam)
+        rows.append(row)
+        print(f"{layout}: {row[1]:,} parameters, {row[2]:,.0f} tok/s, greedy {row[3]:,.0f} sent/s")
     base = rows[0]
     print(
         f"\n{len(sources):,} test sentences, {args.tokens} tokens each; "

@@ -301,11 +301,12 @@ def test_ctranslate2_teacher(trained, tmp_path):
     assert torch_made.stats["distilled"]["kept"] > 0 and same >= 0.9 * len(ours)
 
 
-def test_distill_table_runs_on_the_tiny_teacher(trained, tmp_path):
+def script_on_tiny_teacher(trained: Path, tmp_path: Path, script: str, *args: str):
+    """scripts/SCRIPT run from tmp_path with a config of the fixture teacher's data and
+    model; its standard output, after checking that it succeeded."""
     import subprocess
     import sys
 
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
     config = teacher_config(trained)
     toml = tmp_path / "teacher.toml"
     toml.write_text(
@@ -314,23 +315,27 @@ def test_distill_table_runs_on_the_tiny_teacher(trained, tmp_path):
         f'[train]\nmax_tokens = 512\nrun_dir = "{tmp_path / "run"}"\n',
         encoding="utf-8",
     )
-    table = subprocess.run(
-        [
-            sys.executable,
-            scripts / "distill_table.py",
-            "-c",
-            toml,
-            f"t={trained}",
-            "--repeats",
-            "1",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    command = [sys.executable, scripts / script, "-c", toml, *args]
+    ran = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return ran.stdout
+
+
+def test_distill_table_runs_on_the_tiny_teacher(trained, tmp_path):
+    out = script_on_tiny_teacher(
+        trained, tmp_path, "distill_table.py", f"t={trained}", "--repeats", "1"
     )
-    assert table.returncode == 0, table.stderr[-2000:]
-    row = table.stdout.strip().splitlines()[-1].split(" | ")
+    row = out.strip().splitlines()[-1].split(" | ")
     assert (
         row[0] == "| t" and float(row[3]) > 50 and row[7] != "nan"
     )  # BLEU beam 5 of a teacher that learnt
+
+
+def test_student_layouts_measures_each_layout_on_the_tiny_data(trained, tmp_path):
+    args = ("--layouts", "1+1", "1+2", "--seconds", "1", "--tokens", "4", "--repeats", "1")
+    out = script_on_tiny_teacher(trained, tmp_path, "student_layouts.py", *args)
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| 1+")]
+    assert [row[0] for row in rows] == ["| 1+1", "| 1+2"]
+    assert rows[0][3] == "1.00" and float(rows[1][4].replace(",", "")) > 0  # greedy sent/s
+    assert [row[-1] for row in rows] == ["4.0 |", "4.0 |"]  # every sentence wrote 4 tokens
