@@ -202,7 +202,8 @@ RULES = [
             "max_epochs, max_minutes, max_tokens, max_updates, min_lr, pad_to_multiple, "
             "patience, plateau_factor, plateau_metric, plateau_patience, precision, rdrop, "
             "run_dir, save_every, "
-            "schedule, seed, tensorboard, update_freq, warmup_steps, weight_decay)"
+            "schedule, seed, teacher, teacher_weight, tensorboard, update_freq, warmup_steps, "
+            "weight_decay)"
         ),
     ),
     ({"nope": {}}, "unknown config section 'nope' (known: data, model, train, decode, serve)"),

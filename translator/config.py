@@ -153,6 +153,10 @@ class TrainConfig:
     # same: init_from's layers as they are; spread: a model with fewer layers takes evenly
     # spaced ones, the first and last kept (shrink and fine-tune a distilled student)
     init_layers: Literal["same", "spread"] = "same"
+    # word-level distillation (Kim & Rush 2016): a checkpoint or run dir whose distribution
+    # over each next token the model learns too, at teacher_weight (training/teacher.py)
+    teacher: str = ""
+    teacher_weight: float = 0.5  # the loss: (1 - w) x cross-entropy + w x KL(teacher || model)
 
     def check(self) -> None:
         _positive(
@@ -175,6 +179,13 @@ class TrainConfig:
         )
         _require(0 <= self.ema < 1, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999")
         _require(self.rdrop >= 0, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5")
+        _require(
+            0 < self.teacher_weight <= 1, "config key 'train.teacher_weight' must be in (0, 1]"
+        )
+        _require(
+            not (self.teacher and self.rdrop),
+            "train.teacher and train.rdrop are two objectives: use one of them",
+        )
 
 
 @dataclass
@@ -364,6 +375,7 @@ PATH_KEYS = (
     ("data", "tokenizers_from"),
     ("train", "run_dir"),
     ("train", "init_from"),
+    ("train", "teacher"),
     ("decode", "model_dir"),
 )
 

@@ -18,7 +18,8 @@ The Trainer owns the model, optimiser, schedule and training state. What it lean
 explicit inputs and knows nothing of it: the state and random generators (state.py), what
 last.pt holds (resume.py), the schedule, the optimiser, torchrun (distributed.py), the
 out-of-memory guard (oom.py), the precision a step computes in and the static shapes it
-implies (precision.py), the compiled step (compiled.py) and TensorBoard (tensorboard.py).
+implies (precision.py), the compiled step (compiled.py), the teacher of word-level
+distillation (teacher.py) and TensorBoard (tensorboard.py).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from translator.evaluation.validation import Validation, validate
 from translator.inference.torch_engine import Translator
 from translator.model.ema import WeightEMA
 from translator.model.flops import count_parameters
-from translator.model.loss import rdrop_loss, sequence_loss, twice
+from translator.model.loss import distilled_loss, rdrop_loss, sequence_loss, twice
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
@@ -68,6 +69,7 @@ from translator.training.resume import (
 )
 from translator.training.schedule import LRSchedule
 from translator.training.state import TrainState, random_state, seed_everything, set_random_state
+from translator.training.teacher import load_teacher
 from translator.training.tensorboard import Board
 
 log = logging.getLogger("translator.training")
@@ -160,6 +162,7 @@ class Trainer:
         self.tgt_tok = load_tokenizer(self.data.tokenizer_models["tgt"])
         vocab = (self.src_tok.get_piece_size(), self.tgt_tok.get_piece_size())
         self.model = Transformer(config.model, *vocab).to(self.device)
+        self.teacher = load_teacher(config, vocab, self.device) if train_cfg.teacher else None
         replicated = self.model
         if self.ranks.active:  # parameters start as rank 0's; dropout differs per rank
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -270,6 +273,13 @@ class Trainer:
             self.config.model.max_positions,
             self.device,
         )
+        if self.teacher is not None:
+            log.info(
+                "word-level distillation from %s (%s parameters), weight %g (train.teacher)",
+                train_cfg.teacher,
+                f"{count_parameters(self.teacher):,}",
+                train_cfg.teacher_weight,
+            )
 
     # ---- stopping ----------------------------------------------------------------------
     def stop_before_epoch(self) -> StopReason | None:
@@ -400,13 +410,21 @@ class Trainer:
         self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor, tgt_out: torch.Tensor
     ) -> torch.Tensor:
         """The summed training loss of one batch (model/loss.py), the forward pass in the
-        run's precision; twice over with R-Drop (train.rdrop)."""
+        run's precision; twice over with R-Drop (train.rdrop); against the teacher's
+        distributions too with word-level distillation (train.teacher)."""
         train_cfg = self.config.train
         inputs = (src, tgt_in, src_mask)
         with self.autocast:
             logits = self.replicated(*(twice(*inputs) if train_cfg.rdrop else inputs))
+            if self.teacher is not None:
+                with torch.no_grad():
+                    teacher_logits = self.teacher(*inputs)
         if train_cfg.rdrop:
             return rdrop_loss(logits, tgt_out, train_cfg.label_smoothing, train_cfg.rdrop)
+        if self.teacher is not None:
+            return distilled_loss(
+                logits, teacher_logits, tgt_out, train_cfg.label_smoothing, train_cfg.teacher_weight
+            )
         return sequence_loss(logits, tgt_out, train_cfg.label_smoothing)
 
     def progress_bar(self, batches: int) -> tqdm:
