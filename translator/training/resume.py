@@ -131,13 +131,7 @@ def initial_weights(config: Config) -> dict[str, Any]:
             f"cannot initialise from {path}: the config's [model] section differs from the "
             f"checkpoint's: {'; '.join(differing)}"
         )
-    other = tokenizer_differences(payload["tokenizer_models"], config.data.dir)
-    if other:
-        raise UserError(
-            f"cannot initialise from {path}: {config.data.dir} was prepared with other "
-            f"tokenizers ({' and '.join(other)} differ from the checkpoint's): prepare it "
-            f"with --tokenizers-from {path}"
-        )
+    require_its_tokenizers(payload, path, config.data.dir, "initialise from", "checkpoint")
     if not spread:
         return payload["model"]
     picks = {
@@ -194,6 +188,20 @@ def layers_taken(weights: dict[str, Any], picks: dict[str, list[int]]) -> dict[s
             if int(index) == old:
                 taken[f"{stack}.{new}.{tail}"] = value
     return taken
+
+
+def require_its_tokenizers(
+    payload: dict[str, Any], path: Path, data_dir: str, doing: str, whose: str
+) -> None:
+    """One error line unless `data_dir` was prepared with the tokenizers of the checkpoint
+    `payload` (read from `path`): 'cannot DOING PATH: … differ from the WHOSE's'."""
+    other = tokenizer_differences(payload["tokenizer_models"], data_dir)
+    if other:
+        raise UserError(
+            f"cannot {doing} {path}: {data_dir} was prepared with other tokenizers "
+            f"({' and '.join(other)} differ from the {whose}'s): prepare it with "
+            f"--tokenizers-from {path}"
+        )
 
 
 def tokenizer_differences(models: dict[str, bytes], data_dir: str) -> list[str]:

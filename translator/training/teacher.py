@@ -13,11 +13,10 @@ from __future__ import annotations
 import torch
 
 from translator.config import Config, from_dict
-from translator.errors import UserError
 from translator.model import checkpoint
 from translator.model.rundir import checkpoint_in
 from translator.model.transformer import Transformer
-from translator.training.resume import tokenizer_differences
+from translator.training.resume import require_its_tokenizers
 
 
 def load_teacher(config: Config, vocab: tuple[int, int], device: torch.device) -> Transformer:
@@ -25,13 +24,7 @@ def load_teacher(config: Config, vocab: tuple[int, int], device: torch.device) -
     eval mode and without gradients."""
     path = checkpoint_in(config.train.teacher)
     payload = checkpoint.load(path)
-    other = tokenizer_differences(payload["tokenizer_models"], config.data.dir)
-    if other:
-        raise UserError(
-            f"cannot distil from {path}: {config.data.dir} was prepared with other tokenizers "
-            f"({' and '.join(other)} differ from the teacher's): prepare it with "
-            f"--tokenizers-from {path}"
-        )
+    require_its_tokenizers(payload, path, config.data.dir, "distil from", "teacher")
     teacher = Transformer(from_dict(payload["config"]).model, *vocab)
     teacher.load_state_dict(payload["model"])
     return teacher.requires_grad_(False).eval().to(device)
