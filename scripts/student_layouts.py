@@ -76,8 +76,12 @@ def measure(config, layout: str, sources: list[str], args, beam: bool) -> tuple:
     encoder, decoder = (int(n) for n in layout.split("+"))
     torch.manual_seed(0)
     fresh = with_values(
-        config, model__encoder_layers=encoder, model__decoder_layers=decoder, train__init_from=""
-    )  # not the teacher's weights (a shrunk student's): a layout its layers cannot fill
+        config,
+        model__encoder_layers=encoder,
+        model__decoder_layers=decoder,
+        train__init_from="",  # not the teacher's weights: a layout its layers cannot fill
+        train__teacher="",  # and the layout's own speed, without a teacher's forward pass
+    )
     trainer = Trainer(fresh, progress=False)
     params = sum(p.numel() for p in trainer.model.parameters())
     train = tokens_per_s(trainer, args.seconds, shapes=None)
