@@ -4,17 +4,17 @@ decoding sentences/s for each (encoder layers + decoder layers), side by side in
     python scripts/student_layouts.py --set data.dir=data/prepared/tatoeba-3k
     python scripts/student_layouts.py -c configs/student-cpu.toml --layouts 3+3 6+1 6+2 8+1
 
-Every layout is the config's model (d_model, heads, ff_dim) with other layer counts,
-freshly initialised from the same seed (a train.init_from is ignored), and is trained and
-timed in a fresh process. Training: `common.tokens_per_s` over the Trainer's own updates
-(`--seconds` each, after one update of each batch shape). Decoding: the test split's
+Every layout is the config's model (d_model, heads, ff_dim) with other layer counts, freshly
+initialised from the same seed (train.init_from and train.teacher are ignored), and is
+trained and timed in a fresh process. Training: `common.tokens_per_s` over the Trainer's own
+updates (`--seconds` each, after one update of each batch shape). Decoding: the test split's
 English, greedy, in batches of decode.batch_size, every sentence made to write exactly
 `--tokens` tokens (decode.max_len_a 0, max_len_b N, and EOS never chosen; the mean length
 written is printed to show it), the best of `--repeats` passes. Output lengths are the same
-for every layout, so the decoding column is the cost of the layout alone: choose a
-student's layout by it, then train and score the one chosen. The first layout is the
-baseline of the ratios, and also decodes with beam 5 (the reference a greedy student has to
-beat, issue 47: 3× its sentences/s).
+for every layout, so the decoding column is the cost of the layout alone: choose a student's
+layout by it, then train and score the one chosen. The first layout is the baseline of the
+ratios, and also decodes with beam 5 (the reference a greedy student has to beat, issue 47:
+3× its sentences/s).
 """
 
 from __future__ import annotations
