@@ -20,7 +20,7 @@ from translator.data.layout import read_split, split_file
 from translator.distill import pipeline
 from translator.distill.filters import filter_outputs
 from translator.distill.pipeline import DistillSettings, distill
-from translator.distill.selection import closest
+from translator.distill.selection import closest, not_shorter
 from translator.errors import UserError
 from translator.inference.text import Hypothesis
 from translator.model.checkpoint import load as load_checkpoint
@@ -225,6 +225,55 @@ def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, t
         distill(config, DistillSettings(trained, tmp_path / "x", nbest=3), progress=False)
 
 
+def test_not_shorter_takes_the_teachers_best_as_long_as_the_human_translation():
+    found = [
+        Hypothesis("汤姆。", -0.1),
+        Hypothesis("汤姆在 这里。", -0.5),
+        Hypothesis("汤姆在这里吗？", -0.9),
+    ]
+    assert (
+        not_shorter(found, "他在这里。") == "汤姆在 这里。"
+    )  # 6 characters, the space not counted
+    assert not_shorter(found, "你好") == "汤姆。"  # the best is long enough
+    assert not_shorter(found, "汤姆今天不在这里吗？") == "汤姆在这里吗？"  # none is: the longest
+    tied = [Hypothesis("汤姆。", -0.1), Hypothesis("他好。", -0.2)]
+    assert not_shorter(tied, "汤姆在这里。") == "汤姆。"  # the first of the longest
+    assert not_shorter([], "汤姆在这里。") == ""
+
+
+def test_select_length_gives_each_line_its_first_hypothesis_as_long_as_the_human(trained, tmp_path):
+    """Human translations as long as the teacher's second best on odd lines, where that one
+    is longer than its best: those lines must get the second best, the others the best,
+    and --select is part of what --resume checks."""
+    import shutil
+
+    from translator.inference.torch_engine import Translator
+
+    data = tmp_path / "data"
+    shutil.copytree(teacher_config(trained).data.dir, data)
+    config = teacher_config(trained, dir=str(data), max_length_ratio=100.0, min_length_ratio=0.0)
+    english, _ = read_split(data, "train")
+    teacher = Translator.from_checkpoint(trained, "cpu", config.decode)
+    found = teacher.translate(english, nbest=2)
+    human = ["人" * (len(h[1].text) if i % 2 and len(h) > 1 else 1) for i, h in enumerate(found)]
+    split_file(data, "train", "zh").write_text("".join(f"{line}\n" for line in human))
+
+    out = tmp_path / "distilled"
+    settings = DistillSettings(trained, out, nbest=2, select="length")
+    result = distill(config, settings, progress=False)
+    assert result.stats["distilled"]["select"] == "length"
+    expected = [not_shorter(h, ref) for h, ref in zip(found, human, strict=True)]
+    assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > 0
+    en, zh = read_split(out, "train")
+    assert list(zip(en, zh, strict=True)) == [
+        (e, x) for e, x in zip(english, expected, strict=True) if x
+    ]
+    with pytest.raises(UserError, match="select differ"):
+        distill(config, DistillSettings(trained, out, nbest=2, resume=True), progress=False)
+    with pytest.raises(UserError, match="--select must be one of chrf, length"):
+        distill(config, DistillSettings(trained, tmp_path / "x", nbest=2, select="longest"))
+
+
 def test_a_student_trains_on_the_distilled_directory(trained, tmp_path):
     from translator.training.trainer import train
 
@@ -273,6 +322,8 @@ def test_cli_distills_and_fails_in_one_line(trained, tmp_path):
     assert_one_line_error(bad, "--engine must be torch or ct2")
     missing = run_cli(*args, "--out", "y", "--data", "nowhere", cwd=tmp_path)
     assert_one_line_error(missing, "no prepared data in nowhere")
+    select = run_cli(*args, "--out", "z", "--nbest", "1", "--select", "bleu", cwd=tmp_path)
+    assert_one_line_error(select, "--select must be one of chrf, length")
 
 
 def test_ctranslate2_teacher(trained, tmp_path):

@@ -50,10 +50,19 @@ def distill(
         int,
         typer.Option(
             "--nbest",
-            help="1: the teacher's best translation. N > 1: of its N best, the one closest to "
-            "the human translation by chrF (sequence-level interpolation; N at most --beam).",
+            help="1: the teacher's best translation. N > 1: of its N best, the one --select "
+            "picks by the human translation (N at most --beam).",
         ),
     ] = 1,
+    select: Annotated[
+        str,
+        typer.Option(
+            "--select",
+            help="With --nbest N > 1: chrf, the closest to the human translation by chrF "
+            "(sequence-level interpolation); length, the teacher's best at least as long "
+            "as the human translation, else its longest.",
+        ),
+    ] = "chrf",
     length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
     batch_size: Annotated[
@@ -107,7 +116,14 @@ def distill(
     }
     config = config_module.load(config_file, set_ or [], values)
     settings = DistillSettings(
-        teacher, out, shard_size, keep_original, nbest=nbest, resume=resume, overwrite=overwrite
+        teacher,
+        out,
+        shard_size,
+        keep_original,
+        nbest=nbest,
+        select=select,
+        resume=resume,
+        overwrite=overwrite,
     )
     setup_process()
     result = run_distill(config, settings)

@@ -3,7 +3,7 @@ that a student trains on (sequence-level knowledge distillation, Kim & Rush 2016
 
     data.dir's train English → the teacher, shard by shard (shards.py: each shard written
       atomically, so --resume continues after the last whole one); with --nbest N, of its
-      N best the one closest to the line's human translation (selection.py)
+      N best the one --select picks by the line's human translation (selection.py)
       → the filters of distillation (filters.py): empty, looping, over-long and implausibly
         long or short outputs dropped and counted
       → OUT: train.en (the same English) and train.zh (the teacher's), and with
@@ -41,7 +41,7 @@ from translator.data.layout import (
 )
 from translator.data.lines import read_chunks
 from translator.distill.filters import REASONS, filter_outputs
-from translator.distill.selection import teacher_outputs
+from translator.distill.selection import SELECTIONS, teacher_outputs
 from translator.distill.shards import read_shards, shard_count, start_work, translate_shards
 from translator.distill.teacher import held_out_check, open_teacher
 from translator.errors import UserError
@@ -56,7 +56,8 @@ class DistillSettings:
     out: Path
     shard_size: int = 100_000  # train lines a shard: what a kill can lose
     keep_original: float = 0.0  # > 0: the human pairs mixed back in with this weight
-    nbest: int = 1  # > 1: of the teacher's n best, the closest to the human (selection.py)
+    nbest: int = 1  # > 1: of the teacher's n best, the one `select` picks (selection.py)
+    select: str = "chrf"  # by the human translation: "chrf" (closest) or "length" (not shorter)
     resume: bool = False
     overwrite: bool = False
 
@@ -90,10 +91,12 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
     }
     if settings.nbest > 1:  # only then, so that a directory distilled before --nbest resumes
         manifest["nbest"] = settings.nbest
+        if settings.select != "chrf":  # likewise before --select
+            manifest["select"] = settings.select
     work = start_work(out, manifest, settings.resume, settings.overwrite)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
-        teacher_outputs(teacher.translator, settings.nbest),
+        teacher_outputs(teacher.translator, settings.nbest, settings.select),
         split_file(data_dir, "train", "en"),
         split_file(data_dir, "train", "zh"),
         lines,
@@ -124,6 +127,8 @@ def _check_inputs(data_dir: Path, out: Path, settings: DistillSettings) -> int:
         raise UserError(f"--shard-size must be at least 1, got {settings.shard_size}")
     if settings.nbest < 1:
         raise UserError(f"--nbest must be at least 1, got {settings.nbest}")
+    if settings.select not in SELECTIONS:
+        raise UserError(f"--select must be one of {', '.join(SELECTIONS)}, got {settings.select!r}")
     if settings.keep_original < 0:
         raise UserError(f"--keep-original must be >= 0, got {settings.keep_original}")
     lines = _count_lines(split_file(data_dir, "train", "en"))
@@ -258,6 +263,7 @@ def _stats(
             "dropped": {reason: dropped[reason] for reason in REASONS},
             "keep_original": settings.keep_original,
             "nbest": settings.nbest,
+            "select": settings.select if settings.nbest > 1 else None,
             "original_pairs": train - kept,
             "shard_size": settings.shard_size,
         },
