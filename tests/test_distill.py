@@ -192,9 +192,9 @@ def test_closest_takes_the_hypothesis_nearest_the_human_translation():
     assert closest([], "汤姆在这里。", chrf) == ""
 
 
-def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, tmp_path):
-    """Human translations that are the teacher's second best on odd lines: those lines must
-    get the second best, the others the best, as `closest` picks them."""
+def teacher_2best_with_human(trained: Path, tmp_path: Path, human_of) -> tuple:
+    """A copy of the fixture's data whose train Chinese is `human_of(i, two_best, human)`
+    for line i, and the teacher's 2-best of its English: (config, english, 2-best, human)."""
     import shutil
 
     from translator.inference.torch_engine import Translator
@@ -205,20 +205,32 @@ def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, t
     english, human = read_split(data, "train")
     teacher = Translator.from_checkpoint(trained, "cpu", config.decode)
     found = teacher.translate(english, nbest=2)
-    pairs = enumerate(zip(found, human, strict=True))
-    human = [h[1].text if i % 2 and len(h) > 1 else ref for i, (h, ref) in pairs]
+    human = [human_of(i, h, ref) for i, (h, ref) in enumerate(zip(found, human, strict=True))]
     split_file(data, "train", "zh").write_text("".join(f"{line}\n" for line in human))
+    return config, english, found, human
 
+
+def assert_train_is(out: Path, english: list[str], expected: list[str]) -> None:
+    """OUT's train pairs are the English with the expected targets, the empty ones dropped."""
+    en, zh = read_split(out, "train")
+    assert list(zip(en, zh, strict=True)) == [
+        (e, x) for e, x in zip(english, expected, strict=True) if x
+    ]
+
+
+def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, tmp_path):
+    """Human translations that are the teacher's second best on odd lines: those lines must
+    get the second best, the others the best, as `closest` picks them."""
+    config, english, found, human = teacher_2best_with_human(
+        trained, tmp_path, lambda i, h, ref: h[1].text if i % 2 and len(h) > 1 else ref
+    )
     out = tmp_path / "distilled"
     result = distill(config, DistillSettings(trained, out, nbest=2), progress=False)
     assert result.stats["distilled"]["nbest"] == 2
     chrf = CHRF()
     expected = [closest(h, ref, chrf) for h, ref in zip(found, human, strict=True)]
     assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > len(found) // 4
-    en, zh = read_split(out, "train")
-    assert list(zip(en, zh, strict=True)) == [
-        (e, x) for e, x in zip(english, expected, strict=True) if x
-    ]
+    assert_train_is(out, english, expected)
     with pytest.raises(UserError, match="nbest differ"):
         distill(config, DistillSettings(trained, out, nbest=1, resume=True), progress=False)
     with pytest.raises(UserError, match="at most --beam"):
@@ -231,9 +243,8 @@ def test_not_shorter_takes_the_teachers_best_as_long_as_the_human_translation():
         Hypothesis("汤姆在 这里。", -0.5),
         Hypothesis("汤姆在这里吗？", -0.9),
     ]
-    assert (
-        not_shorter(found, "他在这里。") == "汤姆在 这里。"
-    )  # 6 characters, the space not counted
+    # 6 characters, the space not counted
+    assert not_shorter(found, "他在这里。") == "汤姆在 这里。"
     assert not_shorter(found, "你好") == "汤姆。"  # the best is long enough
     assert not_shorter(found, "汤姆今天不在这里吗？") == "汤姆在这里吗？"  # none is: the longest
     tied = [Hypothesis("汤姆。", -0.1), Hypothesis("他好。", -0.2)]
@@ -245,29 +256,16 @@ def test_select_length_gives_each_line_its_first_hypothesis_as_long_as_the_human
     """Human translations as long as the teacher's second best on odd lines, where that one
     is longer than its best: those lines must get the second best, the others the best,
     and --select is part of what --resume checks."""
-    import shutil
-
-    from translator.inference.torch_engine import Translator
-
-    data = tmp_path / "data"
-    shutil.copytree(teacher_config(trained).data.dir, data)
-    config = teacher_config(trained, dir=str(data), max_length_ratio=100.0, min_length_ratio=0.0)
-    english, _ = read_split(data, "train")
-    teacher = Translator.from_checkpoint(trained, "cpu", config.decode)
-    found = teacher.translate(english, nbest=2)
-    human = ["人" * (len(h[1].text) if i % 2 and len(h) > 1 else 1) for i, h in enumerate(found)]
-    split_file(data, "train", "zh").write_text("".join(f"{line}\n" for line in human))
-
+    config, english, found, human = teacher_2best_with_human(
+        trained, tmp_path, lambda i, h, ref: "人" * (len(h[1].text) if i % 2 and len(h) > 1 else 1)
+    )
     out = tmp_path / "distilled"
     settings = DistillSettings(trained, out, nbest=2, select="length")
     result = distill(config, settings, progress=False)
     assert result.stats["distilled"]["select"] == "length"
     expected = [not_shorter(h, ref) for h, ref in zip(found, human, strict=True)]
     assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > 0
-    en, zh = read_split(out, "train")
-    assert list(zip(en, zh, strict=True)) == [
-        (e, x) for e, x in zip(english, expected, strict=True) if x
-    ]
+    assert_train_is(out, english, expected)
     with pytest.raises(UserError, match="select differ"):
         distill(config, DistillSettings(trained, out, nbest=2, resume=True), progress=False)
     with pytest.raises(UserError, match="--select must be one of chrf, length"):

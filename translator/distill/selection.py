@@ -22,6 +22,7 @@ Only train lines are scored against their references, so valid and test stay hel
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from sacrebleu.metrics import CHRF
 
@@ -29,30 +30,19 @@ from translator.inference.text import Hypothesis, TextTranslator
 
 Translate = Callable[[list[str], list[str]], list[str]]  # English, human Chinese → outputs
 Pick = Callable[[Sequence[Hypothesis], str], str]  # n best, human Chinese → the target
-SELECTIONS = ("chrf", "length")  # --select
 
 
 def teacher_outputs(translator: TextTranslator, nbest: int, select: str = "chrf") -> Translate:
     """The function that turns train lines (and their human translations) into targets."""
     if nbest <= 1:
         return lambda english, human: translator.translate(english, nbest=0)
-    pick = selector(select)
+    pick = SELECTIONS[select]()
 
     def pick_of_nbest(english: list[str], human: list[str]) -> list[str]:
         found = translator.translate(english, nbest=nbest)
         return [pick(hypotheses, ref) for hypotheses, ref in zip(found, human, strict=True)]
 
     return pick_of_nbest
-
-
-def selector(select: str) -> Pick:
-    """The rule `--select` names (module docstring)."""
-    if select == "chrf":
-        chrf = CHRF()
-        return lambda hypotheses, reference: closest(hypotheses, reference, chrf)
-    if select == "length":
-        return not_shorter
-    raise ValueError(f"unknown selection {select!r}")
 
 
 def closest(hypotheses: Sequence[Hypothesis], reference: str, chrf: CHRF) -> str:
@@ -83,3 +73,9 @@ def not_shorter(hypotheses: Sequence[Hypothesis], reference: str) -> str:
 
 def _length(text: str) -> int:
     return len("".join(text.split()))
+
+
+SELECTIONS: dict[str, Callable[[], Pick]] = {  # --select: the rule each name makes
+    "chrf": lambda: partial(closest, chrf=CHRF()),
+    "length": lambda: not_shorter,
+}
