@@ -8,7 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := configs/tiny.toml
 
-.PHONY: install demo test lint format splitters clean
+# An AVX2-only CPU as PyTorch, oneDNN and MKL see one, on any x86 CPU (docs/development.md):
+# what runs under it is measured by scripts/cpu_emulation.py
+AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
+# the tests whose paths depend on the CPU's instructions: precision, the step, its profile
+CPU_TESTS := tests/test_step.py tests/test_mixed_precision.py tests/test_onednn.py
+
+.PHONY: install demo test test-avx2 lint format splitters clean
 
 install: $(STAMP)
 
@@ -27,6 +33,10 @@ demo: install
 # one pytest-xdist worker per core; tests/conftest.py gives each worker its share of threads
 test: install
 	$(BIN)/pytest -q -n auto --dist worksteal
+
+# the CPU-dependent tests again, on this CPU made to behave as an AVX2-only one
+test-avx2: install
+	env $(AVX2_ONLY) $(BIN)/pytest -q -n auto --dist worksteal $(CPU_TESTS)
 
 lint: install
 	$(BIN)/ruff check .

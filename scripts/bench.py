@@ -9,7 +9,8 @@ scripts/reference/naive.py, on the same data with the same model size.
    (train.precision) vs the reference trainer (32-sentence batches, fp32), each after a
    short warm-up; model FLOPs/s and MFU against the measured matrix-multiply peak (fp32
    2048³ on CPU, bf16 8192³ on CUDA). The train= ratio is ours in the config's precision
-   (auto: bf16 on CUDA and on CPUs with bf16 instructions) over the reference.
+   (auto: bf16 on CUDA and on CPUs with bf16 instructions) over the reference. On a CPU
+   without bf16 matrix instructions bf16 is not measured (one line says so; its ratio nan).
 2. decoding the same sentences (valid + test splits, 1,500 by default): the reference's
    full re-decode greedy vs our cached greedy (outputs must be identical) vs our beam 5.
 3. the decoding engines (when CTranslate2 is installed): our PyTorch decoder against
@@ -40,9 +41,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from common import ROOT, load_config, with_values
+from common import ROOT, load_config, timed_runs, with_values
 from reference import naive
-from step_measures import flops_per_token, matmul_peak, tokens_per_s
+from step_measures import bf16_measured, flops_per_token, matmul_peak, tokens_per_s
 
 from translator.config import Config
 from translator.corpus.pipeline import prepare
@@ -59,6 +60,8 @@ from translator.model.flops import count_parameters
 from translator.model.rundir import RunDir
 from translator.runtime import keep_freed_memory, pick_device
 from translator.training.trainer import Trainer
+
+REPEAT_SECONDS = 120.0  # a decoding row's repeats stop once they have taken this long
 
 
 def bench_reference(config, data_dir: Path, src_tok, tgt_tok, seconds, warmup, device) -> float:
@@ -128,13 +131,10 @@ class Row:
     tag: str = ""  # its name on the closing line, e.g. ct2_int8_2x1 (CTranslate2 rows)
 
 
-def timed_search(translator, sources, repeats: int):
-    """The outputs for `sources` and the median time of `repeats` searches."""
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = translator.search(sources)
-        times.append(time.perf_counter() - start)
+def timed_search(translator, sources, repeats: int, seconds: float = REPEAT_SECONDS):
+    """The outputs for `sources` and the median time of `repeats` searches (fewer once
+    `seconds` have passed)."""
+    out, times = timed_runs(lambda: translator.search(sources), repeats, seconds)
     return out, statistics.median(times)
 
 
@@ -332,7 +332,11 @@ def main() -> None:
     keep_freed_memory()  # what the translator CLI does; from here on for every measurement
     speed = {}  # ours in each precision, the config's own (train.precision auto) last
     other = "fp32" if trainer.precision == "bf16" else "bf16"
+    unmeasured = bf16_measured(device) if "bf16" in (other, trainer.precision) else None
     for precision in (other, trainer.precision):
+        if precision == "bf16" and unmeasured:
+            print(unmeasured)
+            continue
         run = trainer
         if precision != trainer.precision:
             run = Trainer(with_values(config, train__precision=precision), progress=False)
@@ -347,10 +351,11 @@ def main() -> None:
             f"  {name:9s} {batching:20s} {rate:8.0f}  {gflops:8.1f}  {gflops * 1e9 / peak:5.0%}"
             f"  {rate / base:6.2f}"
         )
-    print(
-        f"  (MFU against the {peak_name}; ours in {trainer.precision}, the config's "
-        f"precision here, is {ours / speed[other]:.2f}x ours in {other})"
-    )
+    if other in speed:
+        print(
+            f"  (MFU against the {peak_name}; ours in {trainer.precision}, the config's "
+            f"precision here, is {ours / speed[other]:.2f}x ours in {other})"
+        )
     mfu = ours * per_token / peak
 
     greedy = replace(config.decode, beam=1)  # whatever decode.beam says: greedy is greedy
@@ -407,7 +412,7 @@ def main() -> None:
         print_rows(found, n)
         engines = " " + summary(found)
     train_ratio = ours / rows[0][2] if not args.skip_reference_training else float("nan")
-    bf16_vs_fp32 = speed["bf16"] / speed["fp32"]
+    bf16_vs_fp32 = speed["bf16"] / speed["fp32"] if "bf16" in speed else float("nan")
     print(
         f"\nratios: train={train_ratio:.2f} train_bf16_vs_fp32={bf16_vs_fp32:.2f} "
         f"greedy={ref_time / greedy_time:.2f} beam5={ref_time / beam_time:.2f} "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,20 @@ def alone(function: Callable, *args: Any) -> Any:
     of the script run as __main__ is another class in the child)."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
+
+
+def timed_runs(run: Callable[[], Any], most: int, seconds: float) -> tuple[Any, list[float]]:
+    """`run()` timed up to `most` times, fewer once `seconds` have passed since the first
+    began (once at least): its last result and each run's seconds. Every repeated
+    measurement goes through here, so none outlasts its budget by more than one run, on
+    any machine."""
+    times: list[float] = []
+    result, start = None, time.perf_counter()
+    while len(times) < max(most, 1) and (not times or time.perf_counter() - start < seconds):
+        began = time.perf_counter()
+        result = run()
+        times.append(time.perf_counter() - began)
+    return result, times
 
 
 def translator_command(*args: str) -> list[str]:

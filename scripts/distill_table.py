@@ -27,11 +27,10 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from common import alone, load_config
+from common import alone, load_config, timed_runs
 
 from translator.data.layout import read_references, split_file
 from translator.deploy.export import export
@@ -39,6 +38,8 @@ from translator.evaluation.scoring import score
 from translator.inference.torch_engine import Translator
 from translator.model.checkpoint import load as load_checkpoint
 from translator.runtime import keep_freed_memory
+
+REPEAT_SECONDS = 120.0  # a row's timed passes stop once they have taken this long
 
 
 @dataclass
@@ -52,12 +53,10 @@ class Row:
 
 def timed(translate, sources: list[str], repeats: int) -> tuple[list[str], float]:
     """The translations and the median sentences/s of `repeats` passes (after one untimed
-    pass, which builds the kernels of each batch shape)."""
-    times, out = [], translate(sources)
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = translate(sources)
-        times.append(time.perf_counter() - start)
+    pass, which builds the kernels of each batch shape; fewer once REPEAT_SECONDS have
+    passed)."""
+    translate(sources)
+    out, times = timed_runs(lambda: translate(sources), repeats, REPEAT_SECONDS)
     return out, len(sources) / statistics.median(times)
 
 

@@ -9,7 +9,8 @@ For each config (its data prepared first if missing), on fresh Trainers with the
    static shapes (`train.pad_to_multiple` 8), `model.attention_dropout` 0, the token
    budget ×4, `train.cuda_graphs` (alone, over static shapes, with ×4 tokens),
    `train.compile` with dynamic shapes and over static shapes, and the levers together
-   (CUDA graphs, static shapes, attention dropout 0): target tokens/s over --steps updates
+   (CUDA graphs, static shapes, attention dropout 0), and Transformer-big's width (d_model
+   1024, 16 heads, ff 4096) with the levers: target tokens/s over --steps updates
    after one update of each batch shape (three with CUDA graphs: two eager, one recording)
    and --warmup more (that warm-up, building the Trainer, compiling and recording included,
    is its own column), MFU against the measured bf16 8192³ matmul
@@ -38,7 +39,14 @@ from typing import Any
 
 import torch
 from common import load_config
-from step_measures import Steps, bf16_vs_fp32, flops_per_token, matmul_peak, prime_shapes
+from step_measures import (
+    Steps,
+    bf16_measured,
+    bf16_vs_fp32,
+    flops_per_token,
+    matmul_peak,
+    prime_shapes,
+)
 from torch.profiler import ProfilerActivity, profile
 
 from translator.corpus.pipeline import prepare
@@ -61,7 +69,8 @@ COMPILED = {"train.compile": True}
 GRAPHS = {"train.cuda_graphs": True}
 NO_ATTENTION_DROPOUT = {"model.attention_dropout": 0.0}
 LEVERS = {**GRAPHS, **STATIC, **NO_ATTENTION_DROPOUT}
-VARIANTS: dict[str, dict[str, Any]] = {  # label: overrides ("x4": train.max_tokens × 4)
+BIG = {"model.d_model": 1024, "model.heads": 16, "model.ff_dim": 4096}  # Transformer-big's width
+VARIANTS: dict[str, dict[str, Any]] = {  # label: overrides ("x2", "x4": train.max_tokens × it)
     "as configured": {},
     "static shapes": STATIC,
     "attention dropout 0": NO_ATTENTION_DROPOUT,
@@ -73,13 +82,17 @@ VARIANTS: dict[str, dict[str, Any]] = {  # label: overrides ("x4": train.max_tok
     "compile, static shapes": {**COMPILED, **STATIC},
     "levers": LEVERS,
     "levers, max_tokens x4": {**LEVERS, "x4": True},
+    "levers, max_tokens x2": {**LEVERS, "x2": True},
+    "big (d_model 1024, 16 heads, ff 4096), levers": {**BIG, **LEVERS},
+    "big, levers, max_tokens x2": {**BIG, **LEVERS, "x2": True},
 }
 
 
 def overrides(label: str, max_tokens: int) -> dict[str, Any]:
     values = dict(VARIANTS[label])
-    if values.pop("x4", False):
-        values["train.max_tokens"] = 4 * max_tokens
+    for times in (2, 4):
+        if values.pop(f"x{times}", False):
+            values["train.max_tokens"] = times * max_tokens
     return values
 
 
@@ -96,12 +109,12 @@ def measure(config, args, peak: float) -> dict:
     --warmup updates), and the seconds from building the Trainer to the end of warm-up."""
     began = time.perf_counter()
     trainer = Trainer(config, progress=False)
-    prime_shapes(trainer)
+    prime_shapes(trainer, seconds=args.seconds)
     steps = Steps(trainer)
-    steps.run(args.warmup)
+    steps.run(args.warmup, args.seconds)
     warm = time.perf_counter() - began
     fpt = flops_per_token(trainer, sample=300)
-    tokens, wall, _, losses = steps.run(args.steps)
+    tokens, wall, _, losses = steps.run(args.steps, args.seconds)
     rate = tokens / wall
     return {
         "tok/s": rate,
@@ -113,11 +126,11 @@ def measure(config, args, peak: float) -> dict:
     }
 
 
-def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
+def profile_window(trainer: Trainer, n: int, out: Path, seconds: float) -> dict:
     steps = Steps(trainer)
-    steps.run(5)
+    steps.run(5, seconds)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        _, wall, fetch, _ = steps.run(n)
+        _, wall, fetch, _ = steps.run(n, seconds)
     averages = prof.key_averages()
     out.write_text(
         averages.table(sort_by="self_device_time_total", row_limit=40)
@@ -156,7 +169,7 @@ def profile_window(trainer: Trainer, n: int, out: Path) -> dict:
 
 
 def profile_lines(label: str, trainer: Trainer, args, out: Path) -> list[str]:
-    p = profile_window(trainer, args.profile_steps, out)
+    p = profile_window(trainer, args.profile_steps, out, args.seconds)
     per = p["per_update"]
     return [
         f"profile of {label}, {args.profile_steps} updates: wall {p['wall']:.3f} s, GPU busy "
@@ -233,8 +246,10 @@ def report_config(path: str, args, peak: float, out: Path) -> list[str]:
             traceback.print_exc()
             lines.append(f"profile of {label} failed: {first_line(error)}")
         torch.cuda.empty_cache()
-    if args.compare_steps:
-        bf16, fp32 = bf16_vs_fp32(config, args.compare_steps)
+    if args.compare_steps and (unmeasured := bf16_measured(args.device)):
+        lines.append(unmeasured)
+    elif args.compare_steps:
+        bf16, fp32 = bf16_vs_fp32(config, args.compare_steps, args.seconds)
         last = slice(-20, None)
         lines.append(
             f"bf16 vs fp32, {args.compare_steps} updates from the same seed: loss at the end "
@@ -265,6 +280,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--profile-steps", type=int, default=20)
     parser.add_argument("--compare-steps", type=int, default=200, help="0: skip")
+    parser.add_argument(
+        "--seconds", type=float, default=120.0, help="the most each timed part runs, plus a step"
+    )
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--device", default="cuda")
     parser.add_argument(

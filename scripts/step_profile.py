@@ -15,7 +15,10 @@ Compiled (`train.compile`: forward and loss with `fullgraph=True`): its graph br
 error under fullgraph, so 0 or the step does not compile) and how many graphs an epoch's
 shapes compile to, dynamic and static, traced by TorchDynamo alone (no code generated, so
 it is quick). Last, target tokens/s of the Trainer's own updates in fp32 and in bf16, with
-MFU against the measured fp32 and bf16 matmul peaks, side by side in one process.
+MFU against the measured fp32 and bf16 matmul peaks, side by side in one process. On a CPU
+without bf16 matrix instructions (`translator.runtime.cpu_bf16`) bf16 is not measured: the
+script says so in one line and goes on. Every timed part stops at its budget (--seconds,
+--peak-seconds, --prime-seconds) whatever one operation costs, plus that operation.
 
 A config whose corpus is missing (base.toml names a 5M-pair file) is given one of
 `--pairs` pairs written by scripts/make_corpus.py from the shared Tatoeba file, prepared
@@ -32,9 +35,8 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-import torch._dynamo
 from common import ROOT, load_config, with_values
-from step_measures import flops_per_token, matmul_peak, tokens_per_s
+from step_measures import bf16_measured, flops_per_token, matmul_peak, tokens_per_s
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from translator.config import Config
@@ -160,6 +162,8 @@ def compiled_counts(trainer: Trainer, static: bool, most: int) -> tuple[int, int
     """(graph breaks, graphs compiled, batches run) for forward + loss traced with
     fullgraph over one batch of each of the first `most` distinct shapes of epoch 0 (and a
     second batch of the first shape, which must reuse its graph)."""
+    import torch._dynamo  # here: it takes seconds to import, and only this part needs it
+
     plan = trainer.data.train.epoch(0)
     picked = plan.first_of_each_shape()[:most]
     again = [i for i in range(len(plan)) if tuple(plan.shapes[i]) == tuple(plan.shapes[picked[0]])]
@@ -216,6 +220,9 @@ def main() -> None:
     parser.add_argument("--skip-compile", action="store_true")
     parser.add_argument("--set", action="append", default=[], help="section.key=value")
     parser.add_argument("--peak-seconds", type=float, default=2.0, help="each matmul peak")
+    parser.add_argument(
+        "--prime-seconds", type=float, default=120.0, help="most spent priming shapes, each"
+    )
     args = parser.parse_args()
 
     config = load_config(args.config, args.set, values={"train.device": args.device})
@@ -223,14 +230,18 @@ def main() -> None:
     config = with_values(config, train__run_dir=str(args.work / "run"))
     keep_freed_memory()  # as `translator train` does
     name = Path(args.config).stem
-    peaks = {
-        p: matmul_peak(args.device, dtype, args.peak_seconds)[0] for p, dtype in PEAK_DTYPES.items()
-    }
     device = torch.device(args.device)
+    unmeasured = bf16_measured(device)  # None, or the line that says why bf16 is not measured
+    precisions = ("fp32",) if unmeasured else ("fp32", "bf16")
+    peaks = {p: matmul_peak(device, PEAK_DTYPES[p], args.peak_seconds)[0] for p in precisions}
     print(
         f"{name} on {device} ({torch.get_num_threads()} threads), torch {torch.__version__}; "
-        f"matmul peaks fp32 {peaks['fp32'] / 1e9:,.0f}, bf16 {peaks['bf16'] / 1e9:,.0f} GFLOP/s"
+        "matmul peaks "
+        + ", ".join(f"{p} {peak / 1e9:,.0f}" for p, peak in peaks.items())
+        + " GFLOP/s"
     )
+    if unmeasured:
+        print(unmeasured)
 
     trainer = Trainer(config, progress=False)  # train.pad_to_multiple as it resolves here
     multiples = sorted({1, trainer.config.train.pad_to_multiple, args.pad_to_multiple})
@@ -248,10 +259,12 @@ def main() -> None:
 
     multiple: dict[str, int] = {}
     speed = {}  # each precision with the static shapes it resolves to (train.pad_to_multiple)
-    for precision in ("fp32", "bf16"):
+    for precision in precisions:
         trainer = Trainer(with_values(config, train__precision=precision), progress=False)
         multiple[precision] = trainer.config.train.pad_to_multiple
-        speed[precision] = tokens_per_s(trainer, args.seconds, shapes=args.warmup)
+        speed[precision] = tokens_per_s(
+            trainer, args.seconds, shapes=args.warmup, prime_seconds=args.prime_seconds
+        )
         del trainer
 
     print(f"\n{'':40s}" + "".join(f"{label(m):>22s}" for m in multiples))
@@ -291,7 +304,10 @@ def main() -> None:
             f"{flops / peaks[precision]:5.1%} of the {precision} peak, "
             f"{flops / peaks['fp32']:5.1%} of fp32's"
         )
-    print(f"\nratios: bf16/fp32={speed['bf16'] / speed['fp32']:.2f}")
+    if unmeasured:
+        print(f"  {unmeasured}")
+    ratio = f"{speed['bf16'] / speed['fp32']:.2f}" if "bf16" in speed else "not measured"
+    print(f"\nratios: bf16/fp32={ratio}")
 
 
 PEAK_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

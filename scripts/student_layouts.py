@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 
 import torch
-from common import alone, load_config, with_values
+from common import alone, load_config, timed_runs, with_values
 from step_measures import tokens_per_s
 
 from translator.config import DecodeConfig
@@ -35,6 +34,8 @@ from translator.inference.torch_engine import Translator, for_decoding
 from translator.model.transformer import Transformer
 from translator.runtime import keep_freed_memory
 from translator.training.trainer import Trainer
+
+REPEAT_SECONDS = 120.0  # a layout's timed decoding passes stop once they have taken this long
 
 
 class NeverEnds(torch.nn.Module):
@@ -61,11 +62,7 @@ def decode_rate(trainer: Trainer, sources: list[str], tokens: int, beam: int, re
     model.project = NeverEnds(model.project)
     translator = Translator(model, src_tok, tgt_tok, decode)
     encoded = translator.encode(sources)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        outputs = translator.search(encoded)
-        times.append(time.perf_counter() - start)
+    outputs, times = timed_runs(lambda: translator.search(encoded), repeats, REPEAT_SECONDS)
     written = statistics.mean(len(o) for o in outputs)
     return len(sources) / min(times), written
 

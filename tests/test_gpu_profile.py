@@ -2,21 +2,23 @@
 script cannot rot between the rare sessions that have a GPU: it prepares the data, times
 the variants, profiles a window and compares autocast with fp32, and writes its table."""
 
-import subprocess
-import sys
 from pathlib import Path
 
+from conftest import run_script
 from test_cli import CONFIG
+
+from translator.runtime import BF16_OVERRIDE
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_profile.py"
 
 
 def test_gpu_profile_runs_on_the_cpu(tmp_path, corpus):
     (tmp_path / "small.toml").write_text(CONFIG.replace('"corpus.tsv"', f'"{corpus}"'))
-    command = [sys.executable, str(SCRIPT), "-c", "small.toml", "--device", "cpu"]
-    command += ["--warmup", "1", "--steps", "2", "--profile-steps", "2", "--compare-steps", "2"]
-    command += ["--variants", "max_tokens x4", "static shapes", "--out", "out"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    args = ["-c", "small.toml", "--device", "cpu"]
+    args += ["--warmup", "1", "--steps", "2", "--profile-steps", "2", "--compare-steps", "2"]
+    args += ["--variants", "max_tokens x4", "static shapes", "--out", "out"]
+    bf16 = {BF16_OVERRIDE: "1"}  # the comparison runs, as on CUDA (tiny: cheap)
+    result = run_script("gpu_profile.py", *args, cwd=tmp_path, env=bf16)
     assert result.returncode == 0, result.stdout + result.stderr
     table = (tmp_path / "out/gpu_profile.md").read_text()
     assert "| as configured |" in table and "| max_tokens x4 |" in table

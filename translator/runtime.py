@@ -42,6 +42,45 @@ def return_freed_memory() -> bool:
     return bool(trim(0))
 
 
+# The one answer to "does this CPU multiply bf16 matrices natively", read by every bf16 path
+# (train.precision auto, the warning for bf16 asked for on a CPU without them, the benchmarks).
+BF16_OVERRIDE = "TRANSLATOR_CPU_BF16"  # 1 or 0: the answer, whatever the CPU (tests, emulation)
+# oneDNN ISAs below AVX512_CORE_BF16: capped there (ONEDNN_MAX_CPU_ISA), a CPU runs bf16 slowly
+_ONEDNN_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
+_ATEN_WITHOUT_BF16 = ("DEFAULT", "AVX2")  # ATEN_CPU_CAPABILITY values of CPUs without bf16
+
+
+def cpu_bf16() -> tuple[bool, str]:
+    """Whether this CPU has bf16 matrix instructions (AVX-512 BF16 or AMX-BF16) that PyTorch
+    and oneDNN may use, and why, as a log line reads it. Without them a bf16 matrix multiply
+    is emulated, hundreds of times slower than fp32 (docs/performance.md). The environment
+    can say no for a CPU that has them, as on an AVX2-only one (ONEDNN_MAX_CPU_ISA=AVX2,
+    ATEN_CPU_CAPABILITY=avx2: docs/development.md), and TRANSLATOR_CPU_BF16=0 or 1 decides
+    whatever the CPU."""
+    forced = os.environ.get(BF16_OVERRIDE, "").strip()
+    if forced in ("0", "1"):
+        has = "has" if forced == "1" else "has no"
+        return forced == "1", f"this CPU {has} bf16 matrix instructions ({BF16_OVERRIDE}={forced})"
+    for variable, capped in (
+        ("ONEDNN_MAX_CPU_ISA", _ONEDNN_WITHOUT_BF16),
+        ("ATEN_CPU_CAPABILITY", _ATEN_WITHOUT_BF16),
+    ):
+        value = os.environ.get(variable, "")
+        if value.upper() in capped:
+            return False, f"this CPU has no bf16 matrix instructions ({variable}={value})"
+    import torch
+
+    flags = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    if flags.get("avx512_bf16") or flags.get("amx_bf16"):
+        return True, "this CPU has bf16 matrix instructions"
+    return False, "this CPU has no bf16 matrix instructions"
+
+
+def cpu_has_bf16() -> bool:
+    """`cpu_bf16`'s answer alone."""
+    return cpu_bf16()[0]
+
+
 def worker_count(setting: int) -> int:
     """Workers for a `workers` setting: 0 means one per core."""
     return setting if setting > 0 else os.cpu_count() or 1

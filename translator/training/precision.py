@@ -4,28 +4,27 @@
     "bf16"  matrix multiplies (and what autocast puts with them) in bfloat16 under
             `torch.autocast`; the weights, AdamW's state and the loss stay float32
     "auto"  bf16 on CUDA, and on CPUs with bf16 matrix instructions (AVX-512 BF16 or
-            AMX), where a bf16 matmul runs 2.3x (AVX-512 BF16) to 6.8x (AMX) the fp32
-            one (docs/performance.md); fp32 elsewhere
+            AMX: `runtime.cpu_bf16`, the one answer every bf16 path reads); fp32
+            elsewhere (docs/performance.md has what each costs)
 
 The decision is made from the device and the CPU's flags, so every rank and every session
 of a run on the same machine makes the same one; the trainer logs it once and records it
-in every checkpoint (`precision`). Decoding does not use it: plain bf16 autocast did not
-pay for our batches of short sentences (docs/performance.md).
+in every checkpoint (`precision`). bf16 asked for by name on a CPU without those
+instructions is obeyed, with a warning that gives its measured cost (`slow_bf16_warning`):
+it trains, only far slower. Decoding does not use it: plain bf16 autocast did not pay for
+our batches of short sentences (docs/performance.md).
 """
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
+from translator.runtime import cpu_bf16, cpu_has_bf16
+
 PRECISIONS = ("fp32", "bf16")
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has bf16 matrix instructions (AVX-512 BF16 or AMX-BF16)."""
-    flags = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
-    return bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
 
 
 def resolve(setting: str, device: torch.device) -> str:
@@ -44,9 +43,36 @@ def reason(setting: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "train.precision auto: CUDA"
     if device.type == "cpu":
-        has = "has" if cpu_has_bf16() else "has no"
-        return f"train.precision auto: this CPU {has} bf16 matrix instructions"
+        return f"train.precision auto: {cpu_bf16()[1]}"
     return f"train.precision auto: {device.type}"
+
+
+def slow_bf16_warning(precision: str, device: torch.device) -> str | None:
+    """The warning for a run in bf16 on a CPU without bf16 matrix instructions (asked for
+    by name: auto never chooses it there), with the cost measured now; None otherwise."""
+    if precision != "bf16" or device.type != "cpu" or cpu_has_bf16():
+        return None
+    slower = bf16_matmul_cost()
+    return (
+        f"train.precision = bf16 on a CPU without bf16 matrix instructions: a bf16 matrix "
+        f"multiply runs {slower:,.0f}x slower than fp32 here (256x256, measured now); "
+        f"fp32 (or auto) trains faster"
+    )
+
+
+def bf16_matmul_cost(n: int = 256, seconds: float = 0.4) -> float:
+    """How many times longer a bf16 n×n matrix multiply takes than an fp32 one on this CPU:
+    each timed for about seconds/2 after one untimed run (never more than one run over)."""
+    per_run = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a = torch.full((n, n), 0.5, dtype=dtype)  # not random: the run's random state stays
+        a @ a
+        runs, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds / 2:
+            a @ a
+            runs += 1
+        per_run[dtype] = elapsed / max(runs, 1)
+    return per_run[torch.bfloat16] / per_run[torch.float32]
 
 
 def pad_multiple(setting: int, precision: str, device: torch.device) -> int:
