@@ -14,25 +14,40 @@ with one process the same DDP path runs, with nothing to exchange.
 
 Two process groups: the default one carries DistributedDataParallel's gradients and
 nothing else; every value the host reads (losses, stop decisions, validation results,
-random states) travels over a gloo group of its own, `Ranks.control`. DDP keeps its group
-alive after `destroy_process_group()` (PyTorch holds it from C++), so that group's gloo
-threads run on into the interpreter's exit; a gloo thread that then frees the last
-reference to a tensor created in Python needs the interpreter's lock, is killed instead,
-and the worker dies with "terminate called without an active exception" (SIGABRT) after
-its run finished. The control group is really destroyed, its threads joined, while the
-interpreter is alive, and DDP's group never holds a tensor Python made (its buffers, the
-constant position tables, are not broadcast).
+random states) travels over a gloo group of its own, the control group.
+
+Leaving is `finish()`, and every path out of `train()` takes it. A gloo group runs threads
+of its own until the last reference to it goes (`destroy_process_group()` only makes the
+world forget it). A worker that reaches the interpreter's shutdown while a gloo thread is
+still letting go of a finished collective's tensors dies after its run is done: freeing a
+tensor made in Python needs the interpreter's lock, the thread is killed instead, and the
+process ends with "terminate called without an active exception" (SIGABRT). The control
+group carries exactly such tensors (the values above), so this module holds its only
+reference and `finish()` drops it, which joins its threads while the interpreter is alive.
+DDP's group keeps its threads: DistributedDataParallel leaves a reference to it inside
+PyTorch that no Python object owns (torch 2.13), so they idle into the shutdown; they
+carry only the gradient buckets, made and freed by PyTorch without Python objects.
+scripts/teardown_loop.py launches two-process runs under load and counts the aborts
+(docs/development.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+_groups: dict[str, Any] = {}  # "control": the gloo group for what the host reads
 
 
 @dataclass(frozen=True)
@@ -41,11 +56,15 @@ class Ranks:
     world: int = 1
     local_rank: int = 0
     active: bool = False  # in a process group (under torchrun, one process included)
-    control: Any = None  # the gloo group for what the host reads (DDP's group never carries it)
 
     @property
     def main(self) -> bool:
         return self.rank == 0
+
+    @property
+    def control(self) -> Any:
+        """The gloo group for what the host reads (DDP's group never carries it)."""
+        return _groups["control"]
 
 
 def launched_by_torchrun() -> bool:
@@ -62,9 +81,8 @@ def init(device: torch.device) -> tuple[Ranks, torch.device]:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    control = dist.new_group(backend="gloo")
-    ranks = Ranks(dist.get_rank(), dist.get_world_size(), local_rank, True, control)
-    return ranks, device
+    _groups["control"] = dist.new_group(backend="gloo")
+    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, True), device
 
 
 def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
@@ -126,7 +144,22 @@ def wait_for_all(ranks: Ranks) -> None:
 
 
 def finish() -> None:
-    """Leave the process group `init` joined, if it did: also after an error while the
-    Trainer was being built, so that no worker exits with the group alive."""
+    """Leave the process groups `init` joined, if it did, and end their threads: also after
+    an error while the Trainer was being built, so that no worker reaches the interpreter's
+    shutdown with a gloo thread alive. The caller has let go of DistributedDataParallel."""
     if launched_by_torchrun() and dist.is_initialized():
-        dist.destroy_process_group()
+        dist.destroy_process_group()  # every group: the world forgets them
+        _groups.clear()  # the control group's last reference: its threads are joined here
+        log.debug("gloo threads left: %d", gloo_threads())
+
+
+def gloo_threads() -> int:
+    """The threads of gloo groups this process still runs (Linux; elsewhere 0)."""
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        return 0
+    names = []
+    for task in tasks.iterdir():
+        with contextlib.suppress(OSError):
+            names.append((task / "comm").read_text().strip())
+    return sum(name.startswith(("pt_gloo", "gloo")) for name in names)

@@ -128,7 +128,7 @@ def train(
     if config.train.init_from and not resume:  # checked before anything is loaded or written
         config = resolved(config)
         weights = initial_weights(config)
-    try:  # the Trainer joins torchrun's process group: it is left whatever happens
+    try:  # the Trainer joins torchrun's process groups: they are left whatever happens
         trainer = Trainer(config, progress)
         trainer.open_run(resume, overwrite, weights)
         result = trainer.fit()
@@ -248,6 +248,8 @@ class Trainer:
         log.info(
             "precision %s (%s)", self.precision, precision.reason(train_cfg.precision, self.device)
         )
+        if self.ranks.main and (slow := precision.slow_bf16_warning(self.precision, self.device)):
+            log.warning(slow)
         if train_cfg.pad_to_multiple > 1:
             log.info(
                 "static shapes: lengths padded to multiples of %d, %d batch shapes, %.1f%% of "
