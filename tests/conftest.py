@@ -8,9 +8,9 @@ import math
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
+import cli_process
 import pytest
 
 from translator.config import Config, from_dict
@@ -114,18 +114,24 @@ def config(tmp_path: Path, corpus: Path) -> Config:
 
 
 def run_cli(
-    *args: str, cwd: Path, stdin: str | None = None, env: dict | None = None
+    *args: str,
+    cwd: Path,
+    stdin: str | None = None,
+    env: dict | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run `translator ...` as a user would, in a fresh process (`env`: variables to add)."""
-    return subprocess.run(
-        [sys.executable, "-m", "translator", *args],
-        cwd=cwd,
-        input=stdin,
-        env=os.environ | (env or {}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """Run `translator ...` as a user would, in a process of its own (`env`: variables to
+    add), forked from one that has imported PyTorch already (tests/cli_process.py), or with
+    `fresh` from a new interpreter."""
+    return cli_process.run(list(args), cwd, stdin, os.environ | (env or {}), 300, fresh)
+
+
+def run_script(
+    name: str, *args: str, cwd: Path, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`python scripts/NAME ARGS` in `cwd`, forked as `run_cli` forks (`env`: to add)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / name
+    return cli_process.run(list(args), cwd, None, os.environ | (env or {}), timeout, script=script)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:

@@ -39,7 +39,8 @@ def project(tmp_path, corpus):
 
 
 def test_prepare_train_translate_eval(project):
-    prepared = run_cli("prepare", cwd=project)  # the default config: configs/tiny.toml
+    # the default config: configs/tiny.toml; a new interpreter, as `python -m translator`
+    prepared = run_cli("prepare", cwd=project, fresh=True)
     assert prepared.returncode == 0, prepared.stderr
     assert "300 rows" in prepared.stdout and "train 260 | valid 20 | test 20" in prepared.stdout
 

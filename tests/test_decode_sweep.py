@@ -1,10 +1,9 @@
 """scripts/decode_sweep.py: every (beam, alpha) pair scored on valid (and test), the best by
 mean validation BLEU marked; its BLEU is `translator eval`'s."""
 
-import subprocess
-import sys
 from pathlib import Path
 
+from conftest import run_script
 from sacrebleu.metrics import BLEU
 
 from translator.data.layout import read_references
@@ -21,9 +20,9 @@ def table(stdout: str) -> list[list[str]]:
 
 def test_the_sweep_scores_each_pair_and_marks_the_best_by_validation(trained):
     data = trained.parents[2] / "prepared"
-    command = [sys.executable, str(SWEEP), str(trained), str(trained), "--data", str(data)]
-    command += ["--beams", "1", "3", "--alphas", "0", "1", "--test"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    args = [str(trained), str(trained), "--data", str(data)]
+    args += ["--beams", "1", "3", "--alphas", "0", "1", "--test"]
+    done = run_script("decode_sweep.py", *args, cwd=trained.parent)
     assert done.returncode == 0, done.stderr
     rows = table(done.stdout)
     pairs = [(r[0], r[1].split()[0]) for r in rows]

@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config, write_tatoeba
+from conftest import (
+    assert_one_line_error,
+    generated_pairs,
+    run_cli,
+    run_script,
+    tiny_config,
+    write_tatoeba,
+)
 from sacrebleu.metrics import CHRF
 
 from translator.config import DataConfig, from_dict
@@ -353,8 +360,6 @@ def test_ctranslate2_teacher(trained, tmp_path):
 def script_on_tiny_teacher(trained: Path, tmp_path: Path, script: str, *args: str):
     """scripts/SCRIPT run from tmp_path with a config of the fixture teacher's data and
     model; its standard output, after checking that it succeeded."""
-    import subprocess
-    import sys
 
     config = teacher_config(trained)
     toml = tmp_path / "teacher.toml"
@@ -364,9 +369,7 @@ def script_on_tiny_teacher(trained: Path, tmp_path: Path, script: str, *args: st
         f'[train]\nmax_tokens = 512\nrun_dir = "{tmp_path / "run"}"\n',
         encoding="utf-8",
     )
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
-    command = [sys.executable, scripts / script, "-c", toml, *args]
-    ran = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    ran = run_script(script, "-c", str(toml), *map(str, args), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
     return ran.stdout
 

@@ -2,11 +2,14 @@
 batches per update, and a resumed 2-process run equals an uninterrupted one; the batch
 dealing is balanced and the same on every rank."""
 
+import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import cli_process
 import numpy as np
 import pytest
 import torch
@@ -14,17 +17,42 @@ from conftest import tiny_config, to_toml
 
 from translator.corpus.pipeline import prepare
 from translator.model import checkpoint
-from translator.training.distributed import deal
+from translator.training import distributed
+from translator.training.distributed import deal, gloo_threads
 from translator.training.trainer import train
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
 def torchrun(config_file: Path, *options: str) -> None:
+    """`torchrun --nproc_per_node 2 -m translator train …`, as a user launches it."""
     command = [str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "translator"]
     command += ["train", "-c", str(config_file), *options]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def two_ranks(config_file: Path, *options: str) -> None:
+    """The two workers torchrun would start, each given the variables torchrun sets, forked
+    (tests/cli_process.py) rather than started by torchrun: the same training, without
+    three interpreters' start-up."""
+    port = free_port()
+    workers = []
+    for rank in range(2):
+        env = os.environ | {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"}
+        env |= {"LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun does for several processes
+        args = ["train", "-c", str(config_file), *options]
+        workers.append(cli_process.Forked(args, config_file.parent, None, env))
+    for worker in workers:
+        result = worker.result(300)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def weights(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -55,6 +83,22 @@ def test_deal_balances_tokens_and_gives_every_batch_once():
     assert deal([5], tokens, 2) == [[5], []]  # a rank may get nothing: it joins with 0 loss
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are read from /proc")
+def test_finish_joins_the_control_groups_threads_while_the_interpreter_lives(monkeypatch):
+    """One process as torchrun starts it: `init` joins the default group and the control
+    group (gloo, threads of their own) and `finish` leaves no thread of either behind, so
+    none can be killed at the interpreter's shutdown (the teardown abort)."""
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+    for name, value in {**env, "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(name, value)
+    before = gloo_threads()
+    ranks, _ = distributed.init(torch.device("cpu"))
+    assert ranks.active and gloo_threads() > before
+    assert distributed.highest(3, ranks) == 3  # a collective of a tensor made in Python
+    distributed.finish()
+    assert gloo_threads() == before
+
+
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed")
 def test_two_processes_equal_one_accumulating_and_resume_exactly(tmp_path, corpus):
     config = tiny_config(tmp_path, model={"dropout": 0.0}, train={"max_epochs": 2})
@@ -67,11 +111,11 @@ def test_two_processes_equal_one_accumulating_and_resume_exactly(tmp_path, corpu
     raw = config.to_dict()
     raw["train"].update(run_dir=str(tmp_path / "ddp"), device="cpu", max_epochs=1)
     (tmp_path / "one.toml").write_text(to_toml(raw))
-    torchrun(tmp_path / "one.toml")
+    two_ranks(tmp_path / "one.toml")
     shutil.copy(tmp_path / "ddp/metrics.tsv", tmp_path / "after-epoch-1.tsv")
     raw["train"]["max_epochs"] = 2
     (tmp_path / "two.toml").write_text(to_toml(raw))
-    torchrun(tmp_path / "two.toml", "--resume")
+    two_ranks(tmp_path / "two.toml", "--resume")
 
     ddp, straight = (without_key_biases(weights(tmp_path / d)) for d in ("ddp", "single"))
     largest = max((ddp[n] - t).abs().max().item() for n, t in straight.items())
@@ -98,11 +142,11 @@ def test_two_processes_resume_mid_epoch_exactly_with_dropout(tmp_path, corpus):
         raw["train"].update(run_dir=str(tmp_path / name), device="cpu")
         runs[name] = tmp_path / f"{name}.toml"
         runs[name].write_text(to_toml(raw))
-    torchrun(runs["straight"])
-    torchrun(runs["cut"], "--max-minutes", "1e-6")
+    torchrun(runs["straight"])  # torchrun itself once; the rest forked as it would start them
+    two_ranks(runs["cut"], "--max-minutes", "1e-6")
     cut = checkpoint.load(tmp_path / "cut/checkpoints/last.pt")["train_state"]
     assert cut["position"] == 2 and cut["epoch"] == 0  # one update of 2 batches, mid-epoch
-    torchrun(runs["cut"], "--resume", "--max-minutes", "0")
+    two_ranks(runs["cut"], "--resume", "--max-minutes", "0")
     straight, resumed = (weights(tmp_path / d) for d in ("straight", "cut"))
     for name, tensor in straight.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=1e-6, msg=name)

@@ -3,10 +3,9 @@ checks cannot rot between the sessions that have a GPU. On the CPU every check m
 out exact (but bf16 against fp32, a real comparison on a CPU too): a resumed run repeats a
 straight one bit for bit."""
 
-import subprocess
-import sys
 from pathlib import Path
 
+from conftest import run_script
 from test_cli import CONFIG
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
@@ -14,10 +13,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
 
 def test_gpu_check_runs_on_the_cpu(tmp_path, corpus):
     (tmp_path / "small.toml").write_text(CONFIG.replace('"corpus.tsv"', f'"{corpus}"'))
-    command = [sys.executable, str(SCRIPT), "-c", "small.toml", "--device", "cpu", "--out", "out"]
-    command += ["--steps", "4", "--compile-steps", "0", "--epochs", "2", "--sentences", "20"]
-    command += ["--graph-steps", "4"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    args = ["-c", "small.toml", "--device", "cpu", "--out", "out"]
+    args += ["--steps", "4", "--compile-steps", "0", "--epochs", "2", "--sentences", "20"]
+    args += ["--graph-steps", "4"]
+    result = run_script("gpu_check.py", *args, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = (tmp_path / "out/gpu_check.md").read_text().splitlines()
     assert lines[0].startswith("- CPU, torch ")

@@ -2,15 +2,12 @@
 translations, sentence for sentence) or half precision (close), loaded by every command
 that takes a checkpoint."""
 
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config
+from conftest import assert_one_line_error, generated_pairs, run_cli, run_script, tiny_config
 
 from translator.config import DecodeConfig
 from translator.corpus.pipeline import prepare
@@ -129,10 +126,8 @@ def test_fine_tuning_can_start_from_a_half_precision_release(trained, tmp_path):
 
 
 def test_release_check_script_tables_sizes_and_identical_output(trained):
-    root = Path(__file__).resolve().parents[1]
     data = trained.parents[2] / "prepared"
-    script = [sys.executable, str(root / "scripts/release_check.py"), str(trained)]
-    done = subprocess.run([*script, "--data", str(data)], capture_output=True, text=True)
+    done = run_script("release_check.py", str(trained), "--data", str(data), cwd=trained.parent)
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| release")]
     assert len(rows) == 3 and "| release, float32 |" in rows[0]

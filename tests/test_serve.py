@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cli_process
 import pytest
 import torch
 from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
@@ -58,12 +57,9 @@ def serving(config_file: Path, *options: str, with_process: bool = False):
     """`translator serve` on a free port in its own process; yields its base URL (and the
     process, `with_process`)."""
     port = free_port()
-    command = [sys.executable, "-m", "translator", "serve", "-c", str(config_file), *options]
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
-    process = subprocess.Popen(
-        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log, text=True
-    )
-    process.log = Path(log.name)  # a file, not a pipe: one line a request would fill a pipe
+    args = ["serve", "-c", str(config_file), *options, "--port", str(port)]
+    process = cli_process.Forked(args, Path.cwd(), None, dict(os.environ))  # as run_cli runs
+    process.log = process.stderr  # a file, not a pipe: one line a request would fill a pipe
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):

@@ -4,17 +4,16 @@ seconds): it must not rot."""
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from conftest import run_script
 from test_cli import CONFIG
 
 STUDY = Path(__file__).resolve().parents[1] / "scripts" / "study.py"
 
 
 def study(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(STUDY), "-c", "study.toml", "--out", "runs", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return run_script("study.py", "-c", "study.toml", "--out", "runs", *args, cwd=cwd)
 
 
 def results(cwd: Path) -> list[dict]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch._dynamo.config
 
 from translator.config import TrainConfig
 
@@ -30,6 +29,8 @@ def compiled(loss_of: LossFunction, train_cfg: TrainConfig, shapes: int) -> Loss
     others)."""
     if not train_cfg.compile:
         return loss_of
+    import torch._dynamo.config  # here: it takes longer to import than the rest of training
+
     static = train_cfg.pad_to_multiple > 1
     if static:  # one graph per shape: dynamo's default limit (8) would fall back to eager
         limit = max(torch._dynamo.config.recompile_limit, 2 * shapes)
