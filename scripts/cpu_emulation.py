@@ -95,8 +95,9 @@ def main() -> None:
     rows = []
     for setting in settings:
         results, isa = in_fresh_process(setting, args.seconds)
-        rows.append((setting or "(as it is)", isa, results))
-        print(f"{setting or '(as it is)'}: {isa}; {results}", flush=True)
+        label = {"": "as it is", AVX2: "AVX2 emulation"}.get(setting, setting)
+        rows.append((label, isa, results))
+        print(f"{label} ({setting}): {isa}; {results}", flush=True)
     print(f"\n| setting | {' | '.join(name for name, _, _ in rows)} |")
     print("|---" * (len(rows) + 1) + "|")
     print(f"| oneDNN's ISA | {' | '.join(isa for _, isa, _ in rows)} |")
