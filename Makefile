@@ -30,11 +30,13 @@ demo: install
 	$(BIN)/translator translate -c $(DEMO) "Hello." "I have to go to sleep." "Where is the station?"
 	$(BIN)/translator eval -c $(DEMO)
 
-# one pytest-xdist worker per core; tests/conftest.py gives each worker its share of threads
+# one pytest-xdist worker per core; tests/conftest.py gives each worker its share of threads.
+# Tests marked `inductor` (code generated and compiled for this CPU) run in test-avx2.
 test: install
-	$(BIN)/pytest -q -n auto --dist worksteal
+	$(BIN)/pytest -q -n auto --dist worksteal -m "not inductor"
 
-# the CPU-dependent tests again, on this CPU made to behave as an AVX2-only one
+# the CPU-dependent tests again (the inductor-compiled step among them), on this CPU made
+# to behave as an AVX2-only one
 test-avx2: install
 	env $(AVX2_ONLY) $(BIN)/pytest -q -n auto --dist worksteal $(CPU_TESTS)
 
