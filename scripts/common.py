@@ -58,8 +58,15 @@ def alone(function: Callable, *args: Any) -> Any:
     measured after the first decoded up to 2x slower (the same checkpoint 1,046 sentences/s
     first, 570 third), as the earlier ones' kernels and memory stay behind. `function`, its
     arguments and its result cross the process boundary, so keep them plain values (a class
-    of the script run as __main__ is another class in the child)."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    of the script run as __main__ is another class in the child). Each process is forked
+    from a server that has imported PyTorch and nothing else run (spawned where there is no
+    forkserver), so the rows after the first skip its 2.5 s import."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "translator.training.trainer"])
+    else:
+        context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
         return pool.apply(function, args)
 
 

@@ -13,7 +13,7 @@ BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
 def test_bench_runs_and_ends_with_the_ratios_line(tmp_path, corpus):
     (tmp_path / "bench.toml").write_text(CONFIG + "\n[decode]\nbeam = 5\n")
     args = ["-c", "bench.toml", "--train-seconds", "1", "--warmup-seconds", "0.5"]
-    result = run_script("bench.py", *args, "--sentences", "30", cwd=tmp_path)
+    result = run_script("bench.py", *args, "--sentences", "30", "--repeats", "1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("ratios: train=") and " greedy=" in last and " mfu=" in last
