@@ -36,7 +36,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, TATOEBA, config_home, translator_command
+from common import ROOT, TATOEBA, config_home, timed_runs, translator_command
+
+REPEAT_SECONDS = 600.0  # the train-start repeats stop once they have taken this long
 
 FIRST_UPDATE = "after start-up began"  # in the line the trainer logs after its first update
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -190,10 +192,12 @@ def bench(size: int, args: argparse.Namespace) -> dict:
         return row
     train = translator_command("train", "-c", str(args.config), "--overwrite")
     train += ["--set", f"data.dir={prepared}", "--set", f"train.run_dir={args.work}/run-{size}"]
-    starts = [
-        watch(train, args.work / f"train-{size}.log", args.home, until=FIRST_UPDATE)
-        for _ in range(args.repeats)
-    ]
+    log, starts = args.work / f"train-{size}.log", []
+    timed_runs(  # the repeats stop once REPEAT_SECONDS have passed
+        lambda: starts.append(watch(train, log, args.home, until=FIRST_UPDATE)),
+        args.repeats,
+        REPEAT_SECONDS,
+    )
     row["first_update_s"] = statistics.median(s for s, _ in starts)
     row["train_peak_mb"] = statistics.median(p for _, p in starts) / 2**20
     return row

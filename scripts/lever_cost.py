@@ -30,6 +30,8 @@ from common import ROOT, config_home, load_config, translator_command
 
 OFF = ["train.ema=0", "train.rdrop=0", "data.subword_sampling=0"]
 
+MAX_MINUTES = 15.0  # each variant's training stops here if its updates take longer
+
 
 def variants(data, sampling: int, ema: float, rdrop: float) -> dict[str, list[str]]:
     """The plain run and each lever alone, as --set overrides (`data`: the config's [data])."""
@@ -56,6 +58,7 @@ def timed_train(
     command = translator_command(
         "train", "-c", config, "--max-updates", str(updates), "--overwrite"
     )
+    command += ["--max-minutes", str(MAX_MINUTES)]  # a slow CPU stops at the clock instead
     overrides = [*overrides, f"train.run_dir={run_dir}"]
     child = subprocess.Popen(
         command + sets(overrides), stdout=subprocess.DEVNULL, cwd=config_home(config)
