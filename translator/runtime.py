@@ -53,10 +53,10 @@ _ATEN_WITHOUT_BF16 = ("DEFAULT", "AVX2")  # ATEN_CPU_CAPABILITY values of CPUs w
 def cpu_bf16() -> tuple[bool, str]:
     """Whether this CPU has bf16 matrix instructions (AVX-512 BF16 or AMX-BF16) that PyTorch
     and oneDNN may use, and why, as a log line reads it. Without them a bf16 matrix multiply
-    is emulated, hundreds of times slower than fp32 (docs/performance.md). The environment
-    can say no for a CPU that has them, as on an AVX2-only one (ONEDNN_MAX_CPU_ISA=AVX2,
-    ATEN_CPU_CAPABILITY=avx2: docs/development.md), and TRANSLATOR_CPU_BF16=0 or 1 decides
-    whatever the CPU."""
+    is emulated, tens to hundreds of times slower than fp32 (docs/development.md). The
+    environment can say no for a CPU that has them, as on an AVX2-only one
+    (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2: docs/development.md), and
+    TRANSLATOR_CPU_BF16=0 or 1 decides whatever the CPU."""
     forced = os.environ.get(BF16_OVERRIDE, "").strip()
     if forced in ("0", "1"):
         has = "has" if forced == "1" else "has no"

@@ -144,9 +144,10 @@ def wait_for_all(ranks: Ranks) -> None:
 
 
 def finish() -> None:
-    """Leave the process groups `init` joined, if it did, and end their threads: also after
-    an error while the Trainer was being built, so that no worker reaches the interpreter's
-    shutdown with a gloo thread alive. The caller has let go of DistributedDataParallel."""
+    """Leave the process groups `init` joined, if it did, and end the control group's
+    threads: also after an error while the Trainer was being built, so that no worker
+    reaches the interpreter's shutdown with them alive (DDP's group keeps its own: see
+    above)."""
     if launched_by_torchrun() and dist.is_initialized():
         dist.destroy_process_group()  # every group: the world forgets them
         _groups.clear()  # the control group's last reference: its threads are joined here
