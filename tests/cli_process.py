@@ -9,7 +9,8 @@ pipe would be), `translator.cli.main()` (or the script, as `python` runs it) wit
 arguments, its exit handlers, and the exit code it ends with. What differs from a new
 interpreter: the modules are imported before the environment is set, so variables read at
 import time are the test worker's (OMP_NUM_THREADS is applied again). `fresh=True` starts a
-real interpreter instead (tests/test_cli.py and test_scripts.py keep doing so).
+real interpreter instead (tests/test_cli.py and test_scripts.py keep doing so), as `run`
+does where there is no forkserver (Windows).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def run(
 ) -> subprocess.CompletedProcess:
     """`translator ARGS` (or `python SCRIPT ARGS`) run in `cwd` with environment `env`; its
     output as text."""
-    if fresh:
+    if fresh or "forkserver" not in multiprocessing.get_all_start_methods():
         command = [sys.executable, *([str(script)] if script else ["-m", "translator"]), *args]
         return subprocess.run(
             command, cwd=cwd, input=stdin, env=env, capture_output=True, text=True, timeout=timeout
