@@ -4,7 +4,10 @@ backward compiled with them by AOTAutograd.
 
 With static shapes (`train.pad_to_multiple` > 1) the graph is specialised to each batch
 shape, of which an epoch has a small menu (dataset.Batches), so it compiles once per
-shape; without them it compiles once with dynamic shapes. CUDA graphs are apart
+shape; without them it compiles once with dynamic shapes. Random numbers (dropout) come from
+PyTorch's own generator, as in eager (inductor's `fallback_random`): inductor's fused
+random ops trained worse than eager with dropout in both the residual paths and attention
+(docs/training.md). CUDA graphs are apart
 (`train.cuda_graphs`, graphs.py): they record the compiled step as they record the eager
 one. (torch.compile's own CUDA graphs, `mode="reduce-overhead"`, compiled once with
 dynamic shapes, died with a segmentation fault on an H100 in torch 2.11, and compiled per
@@ -38,4 +41,5 @@ def compiled(loss_of: LossFunction, train_cfg: TrainConfig, shapes: int) -> Loss
         torch._dynamo.config.accumulated_recompile_limit = max(
             torch._dynamo.config.accumulated_recompile_limit, 2 * limit
         )
-    return torch.compile(loss_of, fullgraph=True, dynamic=not static)
+    options = {"fallback_random": True}
+    return torch.compile(loss_of, fullgraph=True, dynamic=not static, options=options)
