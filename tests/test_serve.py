@@ -106,7 +106,9 @@ def test_translations_equal_the_library_and_the_page_is_served(server, trained):
     status, nbest = post(server, {"text": SENTENCES, "beam": 3, "nbest": 2, "split": False})
     expected = ours.translate(SENTENCES, beam=3, nbest=2, split=False)
     assert status == 200 and nbest["translations"] == beam["translations"]
-    assert nbest["hypotheses"] == [[h._asdict() for h in line] for line in expected]
+    assert nbest["hypotheses"] == [
+        [{**h._asdict(), "lost": list(h.lost)} for h in line] for line in expected
+    ]
     status, health = call(server + "/health")
     assert status == 200 and health["status"] == "ok" and health["engine"] == "torch"
     status, page = call(server + "/")

@@ -52,6 +52,8 @@ class DataConfig:
     subword_sampling: int = 0  # BPE-dropout: this many sampled encodings of train, 1 an epoch
     subword_alpha: float = 0.1  # BPE-dropout: the chance that each merge is skipped
     subword_sides: Literal["both", "src", "tgt"] = "both"  # which sides of train are sampled
+    placeholders: bool = False  # protected spans (URLs, numbers, codes…) as ⦅n⦆ (data/spans.py)
+    synthetic_placeholders: float = 0.1  # with placeholders: share of train pairs given ⦅n⦆
 
     def check(self) -> None:
         parse_corpora(self.inputs)
@@ -68,6 +70,10 @@ class DataConfig:
         _require(
             0 < self.subword_alpha < 1,
             "config key 'data.subword_alpha' must be in (0, 1), e.g. 0.1",
+        )
+        _require(
+            0 <= self.synthetic_placeholders <= 1,
+            "config key 'data.synthetic_placeholders' must be in [0, 1], e.g. 0.1",
         )
 
 
@@ -201,6 +207,8 @@ class DecodeConfig:
     workers: int = 1  # ctranslate2: translators decoding batches in parallel
     onednn: bool = True  # torch on x86 CPUs: linear layers through oneDNN (AVX-512), not MKL
     split: bool = True  # translate: each line split into sentences, translated, joined back
+    recase: bool = True  # a line in ALL CAPS, Title Case or lower case put in ordinary case
+    final_mark: bool = True  # a sentence ending without . ? ! translated with ".", output without
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching

@@ -107,18 +107,29 @@ def translate(
     translator = open_translator(config, default_checkpoint(config, checkpoint))
     if streaming:
         translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
-        return
-    results = rendered(sentences, translator.translate(sentences))
-    if output is not None:
-        write_lines(output, results)
     else:
-        sys.stdout.write("".join(r + "\n" for r in results))
+        results = rendered(sentences, translator.translate(sentences))
+        if output is not None:
+            write_lines(output, results)
+        else:
+            sys.stdout.write("".join(r + "\n" for r in results))
+    report_lost(translator.spans_lost)
+
+
+def report_lost(count: int) -> None:
+    """translate's summary, on stderr: the protected spans its translations lost."""
+    if count:
+        typer.echo(
+            f"warning: {count} protected span{'s' if count > 1 else ''} (URLs, e-mail "
+            "addresses, numbers, codes…) missing from the translations; --nbest 1 names them",
+            err=True,
+        )
 
 
 def rendered(lines: list[str], results: list) -> list[str]:
     """The output lines: the translations, or with --nbest one JSON object a line:
-    {"source": ..., "hypotheses": [{"text": ..., "score": ...}, ...]}, best first, scores
-    to 4 decimals."""
+    {"source": ..., "hypotheses": [{"text": ..., "score": ..., "lost": [...]}, ...]}, best
+    first, scores to 4 decimals, `lost` the protected spans the hypothesis lacks."""
     if not results or isinstance(results[0], str):
         return results
     return [
@@ -167,16 +178,31 @@ def evaluate(
     device: DeviceOpt = None,
     engine: EngineOpt = None,
     model: ModelDirOpt = None,
+    robust: Annotated[
+        bool,
+        typer.Option(
+            "--robustness",
+            help="Score the split lowercased, UPPERCASED, Title Cased and without final "
+            "punctuation, and the entity suite (spans kept verbatim, digits invented).",
+        ),
+    ] = False,
+    entities: Annotated[
+        int, typer.Option("--entities", help="Entity-suite sentences with --robustness.")
+    ] = 500,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="With --robustness: print the result as JSON.")
+    ] = False,
     set_: SetOpt = None,
 ):
     """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
-    English sentence translated once, scored against all its translations."""
-    from translator.evaluation.evaluator import evaluate_files
+    English sentence translated once, scored against all its translations. --robustness:
+    the same split as users also type it, and spans that must pass through verbatim."""
+    from translator.evaluation.evaluator import evaluate_files, evaluate_robustness
     from translator.evaluation.scoring import score_files
 
     if hyp is not None:
-        if src is not None or not ref:
-            raise UserError("--hyp takes one or more --ref files and no --src")
+        if src is not None or not ref or robust:
+            raise UserError("--hyp takes one or more --ref files and no --src or --robustness")
         print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
         return
     config = config_module.load(
@@ -186,9 +212,33 @@ def evaluate(
         raise UserError("--src and --ref go together")
     if split not in ("test", "valid"):
         raise UserError(f"--split must be test or valid, got {split!r}")
+    if robust and src is not None:
+        raise UserError("--robustness scores a prepared split (--split), not --src")
+    if as_json and not robust:
+        raise UserError("--json goes with --robustness")
+    if entities < 1:
+        raise UserError(f"--entities must be at least 1, got {entities}")
     setup_process()
+    if robust:
+        print_robustness(
+            *evaluate_robustness(config, default_checkpoint(config, checkpoint), split, entities),
+            as_json,
+        )
+        return
     result = evaluate_files(config, default_checkpoint(config, checkpoint), src, ref or [], split)
     print_scores(result.scores, f"hypotheses in {result.hypotheses}")
+
+
+def print_robustness(result, path: Path, as_json: bool) -> None:
+    """The robustness table (or its JSON) and where the whole result was written."""
+    from translator.evaluation.robustness import table
+
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    for line in table(result):
+        typer.echo(line)
+    typer.echo(f"{result.sentences:,} test sentences in each variant; written to {path}")
 
 
 def print_scores(s, origin: str) -> None:

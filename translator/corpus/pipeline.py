@@ -5,7 +5,8 @@ into `data.dir`.
     corpora (sources.py) → read in blocks → normalise, filter, key (worker processes; scan.py)
       → drop pairs sharing a sentence with data.exclude (exclude.py)
       → drop exact duplicates and split by connected groups, on 64-bit keys (split.py)
-      → write the splits in the split's order (split_writer.py) → train tokenizers on a sample,
+      → write the splits in the split's order (split_writer.py) → with data.placeholders,
+        protected spans as ⦅n⦆ in the train pairs (data/spans.py) → train tokenizers on a sample,
         or take a trained model's (vocabulary.py) → encode the splits (data/ids.py) → stats.json
 
 Several corpora are read one after another into one pool of pairs: a pair found in two
@@ -42,7 +43,9 @@ from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
 from translator.data.ids import SubwordSampling, encode_splits, meta_file
-from translator.data.layout import SPLITS, corpus_file, stats_file
+from translator.data.layout import LANGS, SPLITS, corpus_file, split_file, stats_file
+from translator.data.lines import read_chunks
+from translator.data.spans import insert_synthetic, mask_lines
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -125,6 +128,10 @@ def _prepare(
         ordered = plan.order  # kept pairs in the order the files are written
         train_corpus = scanned.corpus[keep][ordered][plan.split[ordered] == 0]
         np.save(corpus_file(out), train_corpus)
+    placeholders = None
+    if data_cfg.placeholders:
+        with _stage(seconds, "placeholders"):
+            placeholders = mask_train_split(out, data_cfg.synthetic_placeholders, data_cfg.seed)
     with _stage(seconds, "tokenizers"):
         vocab = make_tokenizers(data_cfg, out, workers)
     with _stage(seconds, "encode"):
@@ -132,12 +139,36 @@ def _prepare(
     stats = _stats(data_cfg, scanned, keep, dropped, plan) | {
         "exclude": {"files": data_cfg.exclude, "sentences": excluded.sentences},
         "tokenizers_from": data_cfg.tokenizers_from,
+        "placeholder_pairs": placeholders,
         "vocab_size": vocab,
         "byte_fallback": has_byte_fallback(out),
         "tokens": encoded.tokens,
         "coverage": coverage(encoded, data_cfg.tokenizers_from),
     }
     return stats, scanned.workers
+
+
+def mask_train_split(out: Path, synthetic: float, seed: int) -> dict[str, int]:
+    """data.placeholders: the train split's pairs whose protected spans are on both sides
+    rewritten with ⦅n⦆, and a `synthetic` share of the others given one or two (data/spans.py),
+    block by block, seeded; returns how many of each. Held-out splits stay as written: eval
+    and translate put the placeholders in themselves."""
+    files = [split_file(out, "train", lang) for lang in LANGS]
+    masked_files = [path.with_suffix(path.suffix + ".masked") for path in files]
+    masked = {"spans": 0, "synthetic": 0}
+    rng = np.random.default_rng(seed)
+    with (
+        masked_files[0].open("w", encoding="utf-8") as en,
+        masked_files[1].open("w", encoding="utf-8") as zh,
+    ):
+        for english, chinese in zip(*(read_chunks(f, 200_000) for f in files), strict=True):
+            masked["spans"] += mask_lines(english, chinese)
+            masked["synthetic"] += insert_synthetic(english, chinese, rng, synthetic)
+            en.write("".join(line + "\n" for line in english))
+            zh.write("".join(line + "\n" for line in chinese))
+    for path, new in zip(files, masked_files, strict=True):
+        new.replace(path)
+    return masked
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from pathlib import Path
 from translator.config import DataConfig
 from translator.data.ids import BYTE, Encoded, piece_kinds
 from translator.data.layout import LANGS, SIDES, split_file, tokenizer_file
+from translator.data.spans import PLACEHOLDERS, has_placeholders
 from translator.data.tokenizer import Sample, load_tokenizer, train_tokenizer
 from translator.errors import UserError
 
@@ -28,8 +29,16 @@ NAMES = {"en": "English", "zh": "Chinese"}
 def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, int]:
     """spm.{en,zh}.model in `out`, trained or taken from `config.tokenizers_from`; returns
     the vocabulary size of each."""
+    symbols = PLACEHOLDERS if data_cfg.placeholders else ()
     if data_cfg.tokenizers_from:
-        return copy_tokenizers(data_cfg.tokenizers_from, out)
+        sizes = copy_tokenizers(data_cfg.tokenizers_from, out)
+        tokenizers = [load_tokenizer(tokenizer_file(out, lang)) for lang in LANGS]
+        if symbols and not all(has_placeholders(t) for t in tokenizers):
+            raise UserError(
+                f"data.placeholders needs tokenizers made with it; those of "
+                f"{data_cfg.tokenizers_from} have no ⦅n⦆ pieces (data.tokenizers_from)"
+            )
+        return sizes
     sample = Sample(data_cfg.tokenizer_sentences, data_cfg.seed, workers)
     return {
         "en": train_tokenizer(
@@ -39,6 +48,7 @@ def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, 
             1.0,
             "data.src_vocab_size",
             sample=sample,
+            symbols=symbols,
         ),
         "zh": train_tokenizer(
             split_file(out, "train", "zh"),
@@ -48,6 +58,7 @@ def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, 
             "data.tgt_vocab_size",
             byte_fallback=data_cfg.byte_fallback,
             sample=sample,
+            symbols=symbols,
         ),
     }
 

@@ -36,6 +36,8 @@ from translator.data.layout import (
     stats_file,
     tokenizer_file,
 )
+from translator.data.spans import has_placeholders
+from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -169,6 +171,12 @@ def load_training_data(config: Config) -> TrainData:
             raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if not stats_file(data_dir).is_file():  # written last: a missing one means interrupted
         raise UserError(f"`translator prepare` did not finish in {data_dir}: run it again")
+    if config.data.placeholders != has_placeholders(load_tokenizer(paths["src"])):
+        state = "on" if config.data.placeholders else "off"
+        raise UserError(
+            f"data.placeholders is {state} but {data_dir} was prepared with it "
+            f"{'off' if config.data.placeholders else 'on'}: run `translator prepare` again"
+        )
     sampling = SubwordSampling.of(config.data)
     if not up_to_date(data_dir, sampling):
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)

@@ -57,12 +57,15 @@ def train_tokenizer(
     config_key: str,
     byte_fallback: bool = False,
     sample: Sample | None = None,
+    symbols: tuple[str, ...] = (),
 ) -> int:
     """Train a BPE model on one sentence a line; writes `<prefix>.model` and `.vocab`.
-    Returns the vocabulary size used: `vocab_size`, or more if the characters need it."""
+    Returns the vocabulary size used: `vocab_size`, or more if the characters need it.
+    `symbols`: pieces always kept whole (data.placeholders' ⦅n⦆)."""
     sample = sample or Sample()
+    args = (text_file, prefix, character_coverage, byte_fallback, config_key, sample, symbols)
     try:
-        _train(text_file, prefix, vocab_size, character_coverage, byte_fallback, config_key, sample)
+        _train(vocab_size, *args)
         return vocab_size
     except _VocabularyTooSmall as small:
         needed = small.needed
@@ -74,18 +77,19 @@ def train_tokenizer(
         text_file,
         needed,
     )
-    _train(text_file, prefix, needed, character_coverage, byte_fallback, config_key, sample)
+    _train(needed, *args)
     return needed
 
 
 def _train(
+    vocab_size: int,
     text_file: Path,
     prefix: Path,
-    vocab_size: int,
     character_coverage: float,
     byte_fallback: bool,
     config_key: str,
     sample: Sample,
+    symbols: tuple[str, ...],
 ) -> None:
     spm.set_random_generator_seed(sample.seed)
     try:
@@ -104,6 +108,7 @@ def _train(
             input_sentence_size=sample.sentences,
             shuffle_input_sentence=True,
             num_threads=sample.threads,
+            user_defined_symbols=list(symbols),
             minloglevel=2,
         )
     except RuntimeError as exc:

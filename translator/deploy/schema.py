@@ -30,6 +30,10 @@ class TranslateRequest(BaseModel):
 class Hypothesis(BaseModel):
     text: str
     score: float = Field(description="log P / length penalty, as beam search ranked it.")
+    lost: list[str] = Field(
+        default_factory=list,
+        description="Protected spans of the text (URLs, numbers, codes…) missing from this one.",
+    )
 
 
 class TranslateResponse(BaseModel):

@@ -3,7 +3,8 @@ hypotheses and the scores are written beside what was decoded.
 
 Without --src the test set is the prepared split, each distinct English sentence once
 against all its translations (layout.read_references); with --src, a source file and
-reference files line-aligned with it.
+reference files line-aligned with it. With --robustness, the split in its variants and
+the entity suite (robustness.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from translator.config import Config
 from translator.data.layout import read_references, split_file
 from translator.data.lines import write_lines
 from translator.errors import UserError
+from translator.evaluation.robustness import Robustness, robustness
 from translator.evaluation.scoring import Scores, read_eval_set, score
 from translator.inference.engines import open_translator, output_origin
 
@@ -39,24 +41,52 @@ def evaluate_files(
     Writes the hypotheses and scores beside the checkpoint."""
     if src is None:
         src = split_file(config.data.dir, split, "en")
-        if not src.is_file():
-            raise UserError(
-                f"no {split} split at {src}: run `translator prepare` first, "
-                "or pass --src and --ref"
-            )
-        sources, references = read_references(config.data.dir, split)
-        if not sources:
-            raise UserError(
-                f"the {split} split in {config.data.dir} is empty (data.{split}_size = 0?): "
-                "pass --src and --ref"
-            )
+        sources, references = split_references(config, split)
     else:
         sources, references = read_eval_set(src, refs)
     hypotheses = open_translator(config, checkpoint).translate(sources, split=False, nbest=0)
     scores = score(hypotheses, references)
-    search = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
-    origin = output_origin(config, checkpoint)
-    hyp_path = origin.with_name(f"{origin.stem}.{src.name}{search}.hyp")
+    hyp_path = output_name(config, checkpoint, f"{src.name}{search_name(config)}.hyp")
     write_lines(hyp_path, hypotheses)
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
     return EvalResult(scores, hyp_path)
+
+
+def evaluate_robustness(
+    config: Config, checkpoint: Path, split: str = "test", entity_sentences: int = 500
+) -> tuple[Robustness, Path]:
+    """`eval --robustness`: the prepared `split` in its variants and the entity suite
+    (robustness.py), written as JSON beside the checkpoint (with the entity sentences that
+    lost a span)."""
+    sources, references = split_references(config, split)
+    translator = open_translator(config, checkpoint)
+    result = robustness(translator, sources, references, entity_sentences)
+    path = output_name(config, checkpoint, f"{split}{search_name(config)}.robustness.json")
+    path.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return result, path
+
+
+def split_references(config: Config, split: str) -> tuple[list[str], list[list[str]]]:
+    """The prepared `split`: each distinct English sentence once, with all its translations."""
+    src = split_file(config.data.dir, split, "en")
+    if not src.is_file():
+        raise UserError(
+            f"no {split} split at {src}: run `translator prepare` first, or pass --src and --ref"
+        )
+    sources, references = read_references(config.data.dir, split)
+    if not sources:
+        raise UserError(
+            f"the {split} split in {config.data.dir} is empty (data.{split}_size = 0?): "
+            "pass --src and --ref"
+        )
+    return sources, references
+
+
+def search_name(config: Config) -> str:
+    return "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
+
+
+def output_name(config: Config, checkpoint: Path, suffix: str) -> Path:
+    """A file beside what was decoded from (the checkpoint, or the CTranslate2 directory)."""
+    origin = output_origin(config, checkpoint)
+    return origin.with_name(f"{origin.stem}.{suffix}")

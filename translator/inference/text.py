@@ -1,8 +1,15 @@
 """The text side of translating, the same for every engine: lines in, translations out.
 
-    normalise → sentences (document.py) → encode, cut to the model's positions
-      → sort by length into batches → search (the engine's) → restore the input order
-      → decode pieces to text → join each line's sentences
+    normalise → ordinary case (casing.py) → sentences (document.py)
+      → a "." or "?" after a sentence that ends without a mark (decode.final_mark)
+      → protected spans as ⦅n⦆ where the model was trained with them (data/spans.py)
+      → encode, cut to the model's positions → sort by length into batches
+      → search (the engine's) → restore the input order → decode pieces to text
+      → ⦅n⦆ back to its span; the spans missing from the output named → join each
+        line's sentences
+
+A protected span (a URL, an e-mail address, a number, a code…) that a translation does not
+hold verbatim is named in its `Hypothesis.lost`, and counted in `spans_lost`.
 
 An engine (our PyTorch model in torch_engine.py, CTranslate2 in ct2_engine.py) subclasses
 `TextTranslator` and implements `hypotheses`; everything else is shared.
@@ -14,6 +21,7 @@ import copy
 import dataclasses
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -21,22 +29,48 @@ import numpy as np
 import torch
 
 from translator.config import DecodeConfig
+from translator.data import spans
 from translator.data.normalization import CONTROL, normalize_en
 from translator.data.tokenizer import Tokenizer
 from translator.errors import UserError
 from translator.inference import document
+from translator.inference.casing import Recaser
 from translator.inference.document import Cutter
 
 log = logging.getLogger(__name__)
 _UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
+_UNMARKED = re.compile(r"[A-Za-z0-9]$")  # a sentence that ends without a mark
+_QUESTION = re.compile(
+    r"^(?:what|where|who|whom|whose|why|how|when|which|do|does|did|is|are|was|were|am|can|"
+    r"could|will|would|should|shall|may|might|must|have|has|had|(?:is|are|was|were|do|does|"
+    r"did|ca|could|wo|would|should|have|has|had)n't)\b",
+    re.IGNORECASE,
+)
+
+
+def _mark_for(sentence: str) -> str:
+    """The mark decode.final_mark adds: "?" after a sentence that opens as an English
+    question does (an interrogative or an auxiliary verb first), else "."."""
+    return "?" if _QUESTION.match(sentence) else "."
 
 
 class Hypothesis(NamedTuple):
     """One of a line's n best translations, and its score: the log-probability the search
-    ranked it by (divided by the length penalty; summed over a line's sentences)."""
+    ranked it by (divided by the length penalty; summed over a line's sentences); `lost`:
+    the protected spans of the source that it does not hold verbatim."""
 
     text: str
     score: float
+    lost: tuple[str, ...] = ()
+
+
+class Unit(NamedTuple):
+    """A sentence (or line) as given, its protected spans where placeholders stand for
+    them, and the hypotheses of each of its pieces."""
+
+    source: str
+    spans: list[str]
+    pieces: list[list[tuple[list[int], float]]]
 
 
 class TextTranslator:
@@ -52,6 +86,9 @@ class TextTranslator:
         self.decode_cfg = decode_cfg
         self.max_positions = max_positions
         self._cutter: Cutter | None = None
+        self._recaser: Recaser | None = None
+        self._placeholders: bool | None = None
+        self.counts: Counter[str] = Counter()  # shared with with_decode's copies
 
     def with_decode(self, **changes) -> TextTranslator:
         """The same engine and model with other decoding settings, e.g. beam=5, checked as
@@ -89,7 +126,8 @@ class TextTranslator:
         last where a piece has fewer), its score their sum; a blank line has none."""
         texts = [normalize_en(s) for s in lines]
         units, owners = document.units(texts, self.decode_cfg.split)
-        pieces = self.cutter.pieces(units, owners)
+        protected = [self.for_model(u) for u in units]
+        pieces = self.cutter.pieces([text for text, _ in protected], range(len(units)))
         if pieces.cut:
             what = "sentence" if self.decode_cfg.split else "line"
             log.warning(
@@ -101,19 +139,66 @@ class TextTranslator:
                 self.max_positions,
             )
         found = self.hypotheses(pieces.sources)
-        by_line: list[list[list[tuple[list[int], float]]]] = [[] for _ in texts]
-        for line, hypotheses in zip(pieces.line, found, strict=True):
-            by_line[line].append(hypotheses or [([], float("nan"))])
-        return [self._combine(parts) for parts in by_line]
+        by_unit: list[list[list[tuple[list[int], float]]]] = [[] for _ in units]
+        for unit, hypotheses in zip(pieces.line, found, strict=True):
+            by_unit[unit].append(hypotheses or [([], float("nan"))])
+        by_line: list[list[Unit]] = [[] for _ in texts]
+        for unit, line in enumerate(owners):
+            by_line[line].append(Unit(units[unit], protected[unit][1], by_unit[unit]))
+        combined = [self._combine(line) for line in by_line]
+        self.counts["spans_lost"] += sum(len(found[0].lost) for found in combined if found)
+        return combined
 
-    def _combine(self, parts: list[list[tuple[list[int], float]]]) -> list[Hypothesis]:
-        count = max((len(p) for p in parts), default=0)
+    def _combine(self, units: list[Unit]) -> list[Hypothesis]:
+        """A line's i-th hypothesis: the i-th of each piece of each of its units (their last
+        where a piece has fewer), each unit's spans put back and checked."""
+        count = max((len(p) for unit in units for p in unit.pieces), default=0)
         combined = []
         for i in range(count):
-            chosen = [p[min(i, len(p) - 1)] for p in parts]
-            text = document.join([self.detokenize(ids) for ids, _ in chosen])
-            combined.append(Hypothesis(text, sum(score for _, score in chosen)))
+            texts, lost, score = [], [], 0.0
+            for unit in units:
+                chosen = [p[min(i, len(p) - 1)] for p in unit.pieces]
+                text = document.join([self.detokenize(ids) for ids, _ in chosen])
+                if unit.spans:
+                    text = spans.unmask(text, unit.spans).text
+                texts.append(text)
+                lost += spans.missing(unit.source, text)
+                score += sum(s for _, s in chosen)
+            combined.append(Hypothesis(document.join(texts), score, tuple(lost)))
         return combined
+
+    def for_model(self, sentence: str) -> tuple[str, list[str]]:
+        """One normalised sentence as the model is given it, and its protected spans where
+        placeholders stand for them: in ordinary case (decode.recase), with a final mark
+        (decode.final_mark), its spans as ⦅n⦆ (a model trained with data.placeholders)."""
+        if self.decode_cfg.recase:
+            sentence = self.recaser(sentence)
+        if self.decode_cfg.final_mark and _UNMARKED.search(sentence):
+            sentence += _mark_for(sentence)
+        return spans.mask(sentence) if self.placeholders else (sentence, [])
+
+    @property
+    def spans_lost(self) -> int:
+        """Protected spans missing from the best translations of every call so far."""
+        return self.counts["spans_lost"]
+
+    @property
+    def placeholders(self) -> bool:
+        """Whether the model was trained with data.placeholders (both tokenizers keep ⦅n⦆
+        whole): then protected spans go through it as placeholders."""
+        if self._placeholders is None:
+            self._placeholders = spans.has_placeholders(self.src_tok) and spans.has_placeholders(
+                self.tgt_tok
+            )
+        return self._placeholders
+
+    @property
+    def recaser(self) -> Recaser:
+        """decode.recase (casing.py), from the source tokenizer's vocabulary."""
+        if self._recaser is None:
+            pieces = (self.src_tok.id_to_piece(i) for i in range(self.src_tok.get_piece_size()))
+            self._recaser = Recaser.from_pieces(pieces)
+        return self._recaser
 
     @property
     def cutter(self) -> document.Cutter:

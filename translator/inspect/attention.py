@@ -66,7 +66,7 @@ def cross_attention(translator: Translator, text: str) -> Attention:
     english = normalize_en(text)
     if not english:
         raise UserError("nothing to translate: the text is blank")
-    source = translator.encode([english])[0]
+    source = translator.encode([translator.for_model(english)[0]])[0]
     ids = translator.search([source])[0]
     model = translator.model
     src = pad([source]).to(translator.device)

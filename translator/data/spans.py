@@ -1,0 +1,164 @@
+"""Protected spans: the parts of a sentence a translation must carry over character for
+character, and the placeholders that carry them through a model trained with
+`data.placeholders`.
+
+    find(text) → the spans, left to right: URLs, e-mail addresses, @handles, numbers with a
+      decimal point or of four or more digits (thousands separators included), digits
+      joined by - or / (2024-03-05, 555-1234, 1/2), codes
+      (KX-4821, A380), emoji, and Latin-script names with a capital inside (GitHub, iPhone)
+    mask(text) → "I use ⦅1⦆ every day.", ["GitHub"]      the n-th span becomes ⦅n⦆
+    unmask(output, spans) → the output with each ⦅n⦆ replaced, the spans it lost, and the
+      placeholders it wrote that the source did not have (dropped)
+    missing(source, output) → the source's spans not in the output verbatim
+
+A pair in the training data gets placeholders only where each span of its English side is
+in its Chinese side verbatim (otherwise it is left as written), so the model learns to copy
+⦅n⦆ where the translation copies the span. Each placeholder is one piece of both
+tokenizers (SentencePiece user-defined symbols), so it cannot be split or misspelt.
+Small numbers (3 apples → 三个苹果) and names such as Tom (汤姆) are translated, not
+protected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_PLACEHOLDERS = 8  # a sentence's spans beyond the eighth are left as written
+PLACEHOLDERS = tuple(f"⦅{n}⦆" for n in range(1, MAX_PLACEHOLDERS + 1))
+_PLACEHOLDER = re.compile(r"⦅(\d+)⦆")
+_FINAL_MARKS = ".?!。？！…\"'”’)）"
+
+_EMOJI = (
+    "[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff]"  # pictographs, symbols, dingbats
+    "[\ufe0f\u200d\U0001f3fb-\U0001f3ff\U0001f000-\U0001faff\u2600-\u27bf]*"  # joined
+)
+_PATTERNS = {
+    "url": r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]'’”]",
+    "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b",
+    "handle": r"(?<![\w@])@\w{2,}",
+    "code": r"\b[A-Z]{1,4}-?\d{2,}(?:-\d+)*\b",
+    "number": r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+\.\d+(?![\w])"
+    r"|(?<![\w./-])\d+(?:[-/]\d+)+(?![\w])|(?<![\w.,])\d{4,}(?![\w])",
+    "emoji": _EMOJI,
+    "name": r"\b[a-z]+[A-Z][A-Za-z]*\b|\b[A-Z][a-z]+[A-Z][A-Za-z]*\b",
+}
+_SPAN = re.compile("|".join(f"(?P<{kind}>{p})" for kind, p in _PATTERNS.items()))
+
+
+@dataclass(frozen=True)
+class Unmasked:
+    text: str
+    lost: list[str]  # spans whose placeholder the output did not have
+    extra: int  # placeholders in the output that the source did not have (dropped)
+
+
+def find(text: str) -> list[str]:
+    """The protected spans of `text`, left to right (the first kind that matches wins)."""
+    return [m.group(0) for m in _SPAN.finditer(text)]
+
+
+def mask(text: str) -> tuple[str, list[str]]:
+    """The text with its first MAX_PLACEHOLDERS spans as ⦅1⦆, ⦅2⦆, …, and those spans."""
+    spans: list[str] = []
+
+    def placeholder(match: re.Match) -> str:
+        if len(spans) == MAX_PLACEHOLDERS:
+            return match.group(0)
+        spans.append(match.group(0))
+        return PLACEHOLDERS[len(spans) - 1]
+
+    return _SPAN.sub(placeholder, text), spans
+
+
+def unmask(output: str, spans: list[str]) -> Unmasked:
+    """Each ⦅n⦆ in the output replaced by the n-th span (every time it was written); the
+    spans never written are `lost`, and placeholders with no span are dropped."""
+    written, extra = set(), 0
+
+    def restore(match: re.Match) -> str:
+        nonlocal extra
+        n = int(match.group(1))
+        if 1 <= n <= len(spans):
+            written.add(n)
+            return spans[n - 1]
+        extra += 1
+        return ""
+
+    text = _PLACEHOLDER.sub(restore, output)
+    lost = [span for n, span in enumerate(spans, 1) if n not in written]
+    return Unmasked(text, lost, extra)
+
+
+def mask_pair(source: str, target: str) -> tuple[str, str] | None:
+    """A training pair with placeholders on both sides, where every span of the source is
+    in the target verbatim (each replaced once there, in the source's numbering); None
+    where the source has no span or the target lacks one."""
+    masked, spans = mask(source)
+    if not spans:
+        return None
+    for n, span in enumerate(spans, 1):
+        at = target.find(span)
+        if at < 0:
+            return None
+        target = target[:at] + PLACEHOLDERS[n - 1] + target[at + len(span) :]
+    return masked, target
+
+
+def has_placeholders(tokenizer) -> bool:
+    """Whether a SentencePiece model keeps every ⦅n⦆ as one piece of its own (it was
+    trained with data.placeholders)."""
+    return all(tokenizer.piece_to_id(p) != tokenizer.unk_id() for p in PLACEHOLDERS)
+
+
+def mask_lines(english: list[str], chinese: list[str]) -> int:
+    """Placeholders put into training pairs in place (`mask_pair`); returns how many pairs
+    got them. The regular expression runs over every line in C; Python touches only the
+    lines with a span."""
+    masked = 0
+    for i, source in enumerate(english):
+        if _SPAN.search(source) and (pair := mask_pair(source, chinese[i])):
+            english[i], chinese[i] = pair
+            masked += 1
+    return masked
+
+
+def insert_synthetic(english: list[str], chinese: list[str], rng, share: float) -> int:
+    """`share` of the pairs without placeholders given one (or, a third of them, two) at the
+    same relative place on both sides (a word boundary of the English, the matching share
+    of the Chinese characters, before a final mark), in place; returns how many. The model
+    so learns to copy every ⦅n⦆ wherever it stands, beyond the few pairs whose spans are
+    in both sides."""
+    chosen = np.flatnonzero(rng.random(len(english)) < share)
+    twice = rng.random(len(chosen)) < 1 / 3
+    places = rng.random((len(chosen), 2))
+    done = 0
+    for i, two, where in zip(chosen, twice, places, strict=True):
+        if "⦅" in english[i]:
+            continue
+        at = sorted(where[: 1 + two])
+        english[i], chinese[i] = _inserted(english[i], at, " "), _inserted(chinese[i], at)
+        done += 1
+    return done
+
+
+def _inserted(text: str, places: list[float], space: str = "") -> str:
+    """⦅1⦆, ⦅2⦆, … at relative `places` (ascending) of `text` before its final mark; with
+    `space`, at word boundaries, set off by spaces."""
+    body = text.rstrip(_FINAL_MARKS)
+    mark = text[len(body) :]
+    parts = body.split(" ") if space else list(body)
+    cuts = [round(at * len(parts)) for at in places]
+    out, last = [], 0
+    for n, cut in enumerate(cuts):
+        out += [*parts[last:cut], PLACEHOLDERS[n]]
+        last = cut
+    out += parts[last:]
+    return (space or "").join(out) + mark
+
+
+def missing(source: str, output: str) -> list[str]:
+    """The source's protected spans that the output does not hold verbatim."""
+    return [span for span in find(source) if span not in output]

@@ -1,0 +1,155 @@
+"""The entity suite of `translator eval --robustness`: English sentences generated from
+templates written here (never from a split's text, so nothing in it can have been trained
+on) carrying spans a translation must pass through unchanged, and the two measures of what
+came out.
+
+    suite(n, seed) → [EntitySentence(text, spans)]   the same sentences for the same n, seed
+    kept(output, spans) → the spans found verbatim in the output
+    invented_digit_runs(source, output) → digit runs in the output that the source lacks
+
+The kinds of span: URLs, e-mail addresses, @handles, decimals, integers of four or more
+digits (with and without thousands separators), order codes (KX-4821), emoji, and Latin-
+script names with a capital inside (GitHub, iPhone): names such as "Tom" are translated
+(汤姆), so they are not among them.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+KINDS = ("url", "email", "handle", "decimal", "integer", "code", "emoji", "name")
+
+# {kind} slots; each template is a plain everyday sentence around its spans
+TEMPLATES = (
+    "Please visit {url} for more information.",
+    "The instructions are at {url}.",
+    "I found the answer on {url} yesterday.",
+    "Send your questions to {email}.",
+    "Tom's email address is {email}.",
+    "You can write to me at {email} any time.",
+    "Follow {handle} for the latest news.",
+    "My friend's account is {handle}.",
+    "The price went up to {decimal} dollars yesterday.",
+    "I paid {decimal} euros for this book.",
+    "The temperature reached {decimal} degrees today.",
+    "The town has {integer} inhabitants.",
+    "We sold {integer} copies last month.",
+    "The bridge is {integer} meters long.",
+    "Your order number is {code}.",
+    "Please quote {code} when you call us.",
+    "The part {code} is out of stock.",
+    "I love this song {emoji}",
+    "Thank you so much {emoji}",
+    "We won the game {emoji}",
+    "I use {name} every day.",
+    "She works at {name} now.",
+    "Do you have {name} on your phone?",
+    "I paid {decimal} dollars at {url} on Monday.",
+    "Send {integer} dollars to {email} today.",
+    "Order {code} costs {decimal} dollars.",
+    "{name} has {integer} users in this city.",
+    "Ask {handle} about order {code}.",
+)
+
+_WORDS = (
+    "example", "travel", "garden", "music", "school", "weather", "books", "kitchen", "river",
+    "market", "photo", "station", "planet", "coffee", "lantern", "harbor", "maple", "summit",
+)  # fmt: skip
+_TLDS = ("com", "org", "net", "io", "cn", "dev")
+_PEOPLE = ("tom", "mary", "li.wei", "zhang", "anna", "ken", "lucy", "wang.fang", "john", "mei")
+_EMOJI = ("😀", "🎉", "👍", "❤️", "🚀", "🌟", "😂", "🙏", "🔥", "🎵")
+_NAMES = (
+    "GitHub", "PayPal", "YouTube", "iPhone", "LinkedIn", "WordPress", "JavaScript",
+    "PowerPoint", "TikTok", "WhatsApp", "DeepMind", "OpenStreetMap", "iPad", "eBay",
+)  # fmt: skip
+
+
+def _url(rng: random.Random) -> str:
+    host = f"{rng.choice(_WORDS)}.{rng.choice(_TLDS)}"
+    path = "/".join(rng.sample(_WORDS, rng.randint(0, 2)))
+    return f"https://{host}/{path}" if path else f"https://{host}"
+
+
+def _email(rng: random.Random) -> str:
+    return f"{rng.choice(_PEOPLE)}@{rng.choice(_WORDS)}.{rng.choice(_TLDS)}"
+
+
+def _handle(rng: random.Random) -> str:
+    return f"@{rng.choice(_WORDS)}_{rng.choice(_PEOPLE).split('.')[0]}{rng.randint(1, 99)}"
+
+
+def _decimal(rng: random.Random) -> str:
+    return f"{rng.randint(1, 999)}.{rng.randint(1, 99):02d}"
+
+
+def _integer(rng: random.Random) -> str:
+    value = rng.randint(1000, 9_999_999)
+    return f"{value:,}" if rng.random() < 0.3 else str(value)
+
+
+def _code(rng: random.Random) -> str:
+    letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(2))
+    return f"{letters}-{rng.randint(1000, 9999)}"
+
+
+FILLERS: dict[str, Callable[[random.Random], str]] = {
+    "url": _url,
+    "email": _email,
+    "handle": _handle,
+    "decimal": _decimal,
+    "integer": _integer,
+    "code": _code,
+    "emoji": lambda rng: rng.choice(_EMOJI),
+    "name": lambda rng: rng.choice(_NAMES),
+}
+_SLOT = re.compile(r"\{(\w+)\}")
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Span:
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class EntitySentence:
+    text: str
+    spans: tuple[Span, ...]
+
+
+def suite(n: int, seed: int = 1) -> list[EntitySentence]:
+    """`n` sentences, the templates in turn, each slot filled at random (seeded): the same
+    sentences for the same `n` and `seed` on every machine."""
+    rng = random.Random(seed)
+    sentences = []
+    for i in range(n):
+        template = TEMPLATES[i % len(TEMPLATES)]
+        parts = _SLOT.split(template)  # text, kind, text, kind, …, text
+        spans = tuple(Span(kind, FILLERS[kind](rng)) for kind in parts[1::2])
+        parts[1::2] = [span.text for span in spans]
+        sentences.append(EntitySentence("".join(parts), spans))
+    return sentences
+
+
+def kept(output: str, spans: Sequence[Span]) -> list[bool]:
+    """For each span, whether it is in the output character for character (two equal spans
+    in one sentence must be there twice)."""
+    seen: Counter[str] = Counter()
+    found = []
+    for span in spans:
+        seen[span.text] += 1
+        found.append(output.count(span.text) >= seen[span.text])
+    return found
+
+
+def invented_digit_runs(source: str, output: str) -> int:
+    """Digit runs (maximal sequences of 0-9) in the output beyond the source's, counted with
+    their repeats: a number the translation made up or changed. 5.99 is two runs, 5 and 99."""
+    have = Counter(_DIGITS.findall(source))
+    wrote = Counter(_DIGITS.findall(output))
+    return sum((wrote - have).values())
