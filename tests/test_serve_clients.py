@@ -5,6 +5,7 @@ OpenAPI schema (no answer may be a 500, none may break the schema it documents).
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 
@@ -109,3 +110,31 @@ def test_no_generated_request_gets_a_500_or_breaks_the_schema(server):
         run()
     assert not failures, "\n\n".join(failures[:5])
     assert len(set(calls)) == 7 and len(calls) > 40  # every operation, most of them often
+
+
+def test_protected_spans_lost_are_named_and_counted_on_both_apis(server):
+    """An entity-bearing request: /translate names each text's spans missing from its
+    translation (as the library's check finds them), /lt (text and html) translates with
+    them, and /metrics counts every span lost on either."""
+    from test_serve import call, post
+
+    from translator.data.spans import find, missing
+
+    def counted() -> float:  # the server serves other tests of this module too
+        metrics = call(server + "/metrics")[1]
+        return float(re.search(r"^translator_spans_lost_total (\S+)$", metrics, re.M).group(1))
+
+    before = counted()
+    texts = ["Order KX-4821 costs 12.50 dollars.", "Visit <b>https://example.com</b> today."]
+    status, body = post(server, {"text": texts[:1]})
+    assert status == 200, body
+    assert body["lost"] == [missing(texts[0], body["translations"][0])]
+    status, nbest = post(server, {"text": texts[:1], "nbest": 1})
+    assert status == 200 and nbest["lost"] == body["lost"]
+    assert nbest["hypotheses"][0][0]["lost"] == body["lost"][0]
+    status, html = lt_post(
+        server, {"q": texts[1], "source": "en", "target": "zh", "format": "html"}
+    )
+    assert status == 200 and "<b>" in html["translatedText"]
+    spans_in = len(find(texts[0])) * 2 + 1  # the text twice, the html's one text node with a URL
+    assert len(body["lost"][0]) * 2 <= counted() - before <= spans_in

@@ -48,6 +48,11 @@ class Metrics:
         self.tokens = Counter(
             "translator_source_tokens", "Source tokens translated", registry=registry
         )
+        self.spans_lost = Counter(
+            "translator_spans_lost",
+            "Protected spans (URLs, numbers, codes…) missing from translations",
+            registry=registry,
+        )
         queue = Gauge("translator_queue_sentences", "Sentences waiting", registry=registry)
         queue.set_function(queued)
         self.batches = Histogram(
@@ -60,10 +65,11 @@ class Metrics:
             "translator_rate_limit_clients", "Clients with a rate-limit bucket", registry=registry
         )
 
-    def decoded(self, sentences: list[str], tokens: int) -> None:
+    def decoded(self, sentences: list[str], tokens: int, lost: int = 0) -> None:
         self.batches.observe(len(sentences))
         self.sentences.inc(len(sentences))
         self.tokens.inc(tokens)
+        self.spans_lost.inc(lost)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

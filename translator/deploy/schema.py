@@ -38,6 +38,11 @@ class Hypothesis(BaseModel):
 
 class TranslateResponse(BaseModel):
     translations: list[str]
+    lost: list[list[str]] = Field(
+        default_factory=list,
+        description="Each text's protected spans (URLs, numbers, codes…) missing from its "
+        "translation.",
+    )
     beam: int
     milliseconds: float
     hypotheses: list[list[Hypothesis]] | None = Field(

@@ -29,6 +29,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from translator.config import DecodeConfig, ServeConfig
+from translator.data.spans import missing
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.admission import Admission
 from translator.deploy.decoder import Settings
@@ -75,10 +76,10 @@ class Batcher:
         max_sentences: int,
         on: bool,
         max_queue: int = 1 << 30,
-        on_decode=lambda sentences, tokens: None,
+        on_decode=lambda sentences, tokens, lost: None,
     ):
         self.decoder = decoder
-        self.on_decode = on_decode  # told each decode's sentences and tokens (for /metrics)
+        self.on_decode = on_decode  # told each decode's sentences, tokens, spans lost (/metrics)
         self.max_queue = max_queue
         self.queued = 0  # sentences waiting, not yet taken into a batch
         self.wait = wait if on else 0.0
@@ -141,12 +142,19 @@ class Batcher:
                     p.done.set_exception(exc)
             return
         self.decodes += 1
-        self.on_decode(sentences, tokens)
+        self.on_decode(sentences, tokens, sum(map(len, lost_spans(sentences, outputs))))
         start = 0
         for p in requests:
             if not p.done.done():  # cancelled while it was decoding: nobody waits for it
                 p.done.set_result(outputs[start : start + len(p.sentences)])
             start += len(p.sentences)
+
+
+def lost_spans(sentences: list[str], outputs: list) -> list[list[str]]:
+    """Each text's protected spans (URLs, numbers, codes…: data/spans.py) missing from its
+    translation (its best hypothesis with n-best)."""
+    texts = [o if isinstance(o, str) else o[0].text if o else "" for o in outputs]
+    return [missing(s, t) for s, t in zip(sentences, texts, strict=True)]
 
 
 def check_request(
@@ -279,10 +287,12 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         sentences, settings = check_request(body, serve_cfg, defaults, ours)
         found = await batcher.translate(sentences, settings)
         ms = round((time.perf_counter() - started) * 1000, 1)
+        lost = lost_spans(sentences, found)
         if not settings.nbest:
-            return {"translations": found, "beam": settings.beam, "milliseconds": ms}
+            return {"translations": found, "lost": lost, "beam": settings.beam, "milliseconds": ms}
         return {
             "translations": [hypotheses[0].text if hypotheses else "" for hypotheses in found],
+            "lost": lost,
             "hypotheses": [[h._asdict() for h in hypotheses] for hypotheses in found],
             "beam": settings.beam,
             "milliseconds": ms,
