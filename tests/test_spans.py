@@ -2,6 +2,7 @@
 a model as ⦅n⦆ placeholders (data.placeholders), put back after decoding, and any span
 missing from a translation named in its hypothesis."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -213,3 +214,16 @@ def test_a_placeholder_model_gives_the_same_output_and_losses_on_both_engines(ma
     assert not any("⦅" in text for text, _ in found[0])
     lost = sum(len(spans_lost) for _, spans_lost in found[0])
     assert ours.spans_lost == theirs.spans_lost == lost
+
+
+def test_train_refuses_data_prepared_with_the_other_setting(masked_run, config):
+    from translator.data.dataset import load_training_data
+    from translator.errors import UserError
+
+    masked, _ = masked_run
+    for cfg, on in ((masked, False), (config, True)):
+        changed = copy.deepcopy(cfg)
+        changed.data.placeholders = on
+        state = "on" if on else "off"
+        with pytest.raises(UserError, match=f"data.placeholders is {state} but .* prepared"):
+            load_training_data(changed)

@@ -207,8 +207,8 @@ class DecodeConfig:
     workers: int = 1  # ctranslate2: translators decoding batches in parallel
     onednn: bool = True  # torch on x86 CPUs: linear layers through oneDNN (AVX-512), not MKL
     split: bool = True  # translate: each line split into sentences, translated, joined back
-    recase: bool = True  # a line in ALL CAPS, Title Case or lower case put in ordinary case
-    final_mark: bool = True  # a sentence ending without . ? ! translated with ".", output without
+    recase: bool = True  # a sentence in ALL CAPS, Title Case or lower case put in ordinary case
+    final_mark: bool = True  # a sentence ending without . ? ! translated as if it had one
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching

@@ -32,8 +32,8 @@ def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, 
     symbols = PLACEHOLDERS if data_cfg.placeholders else ()
     if data_cfg.tokenizers_from:
         sizes = copy_tokenizers(data_cfg.tokenizers_from, out)
-        tokenizers = [load_tokenizer(tokenizer_file(out, lang)) for lang in LANGS]
-        if symbols and not all(has_placeholders(t) for t in tokenizers):
+        borrowed = (load_tokenizer(tokenizer_file(out, lang)) for lang in LANGS)
+        if symbols and not all(map(has_placeholders, borrowed)):
             raise UserError(
                 f"data.placeholders needs tokenizers made with it; those of "
                 f"{data_cfg.tokenizers_from} have no ⦅n⦆ pieces (data.tokenizers_from)"

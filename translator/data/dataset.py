@@ -171,11 +171,12 @@ def load_training_data(config: Config) -> TrainData:
             raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if not stats_file(data_dir).is_file():  # written last: a missing one means interrupted
         raise UserError(f"`translator prepare` did not finish in {data_dir}: run it again")
-    if config.data.placeholders != has_placeholders(load_tokenizer(paths["src"])):
-        state = "on" if config.data.placeholders else "off"
+    prepared_with = has_placeholders(load_tokenizer(paths["src"]))
+    if config.data.placeholders != prepared_with:
+        state = {True: "on", False: "off"}
         raise UserError(
-            f"data.placeholders is {state} but {data_dir} was prepared with it "
-            f"{'off' if config.data.placeholders else 'on'}: run `translator prepare` again"
+            f"data.placeholders is {state[config.data.placeholders]} but {data_dir} was "
+            f"prepared with it {state[prepared_with]}: run `translator prepare` again"
         )
     sampling = SubwordSampling.of(config.data)
     if not up_to_date(data_dir, sampling):

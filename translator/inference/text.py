@@ -1,6 +1,6 @@
 """The text side of translating, the same for every engine: lines in, translations out.
 
-    normalise → ordinary case (casing.py) → sentences (document.py)
+    normalise → sentences (document.py) → each in ordinary case (casing.py)
       → a "." or "?" after a sentence that ends without a mark (decode.final_mark)
       → protected spans as ⦅n⦆ where the model was trained with them (data/spans.py)
       → encode, cut to the model's positions → sort by length into batches
