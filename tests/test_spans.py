@@ -156,6 +156,22 @@ def test_the_text_path_carries_spans_as_placeholders_and_names_the_lost(masked_r
     assert dropping.spans_lost == 2
 
 
+def test_a_placeholder_already_in_a_line_comes_back_as_written(masked_run):
+    """distill translates a train split that data.placeholders masked: its ⦅n⦆ are spans of
+    their own, numbered with the line's other spans, so none collides or is dropped."""
+    assert spans.mask("Call ⦅2⦆ at https://example.com.") == (
+        "Call ⦅1⦆ at ⦅2⦆.",
+        ["⦅2⦆", "https://example.com"],
+    )
+    config, _ = masked_run
+    engine = copying(config)
+    line = "It costs ⦅2⦆ at https://example.com today ⦅1⦆."
+    found = engine.translate([line], nbest=1)[0][0]
+    assert found.text == line and found.lost == ()
+    dropping = copying(config, drop=("⦅1⦆",))  # the engine loses the first: ⦅2⦆ as given
+    assert dropping.translate([line], nbest=1)[0][0].lost == ("⦅2⦆",)
+
+
 def test_without_placeholders_spans_are_checked_as_written(masked_run):
     config, _ = masked_run
     line = "Order KX-4821 came at 10:30."

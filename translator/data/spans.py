@@ -7,6 +7,8 @@ character, and the placeholders that carry them through a model trained with
       joined by - or / (2024-03-05, 555-1234, 1/2), codes
       (KX-4821, A380), emoji, and Latin-script names with a capital inside (GitHub, iPhone)
     mask(text) → "I use ⦅1⦆ every day.", ["GitHub"]      the n-th span becomes ⦅n⦆
+      (a placeholder already in the text is a span too, so its ⦅n⦆ comes back as written:
+      `distill` translates a train split that data.placeholders masked)
     unmask(output, spans) → the output with each ⦅n⦆ replaced, the spans it lost, and the
       placeholders it wrote that the source did not have (dropped)
     missing(source, output) → the source's spans not in the output verbatim
@@ -36,6 +38,7 @@ _EMOJI = (
     "[\ufe0f\u200d\U0001f3fb-\U0001f3ff\U0001f000-\U0001faff\u2600-\u27bf]*"  # joined
 )
 _PATTERNS = {
+    "placeholder": r"⦅\d+⦆",  # already in the text (a masked train split being distilled)
     "url": r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]'’”]",
     "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b",
     "handle": r"(?<![\w@])@\w{2,}",
