@@ -54,6 +54,7 @@ class DataConfig:
     subword_sides: Literal["both", "src", "tgt"] = "both"  # which sides of train are sampled
     placeholders: bool = False  # protected spans (URLs, numbers, codes…) as ⦅n⦆ (data/spans.py)
     synthetic_placeholders: float = 0.1  # with placeholders: share of train pairs given ⦅n⦆
+    src_prefix: str = ""  # a piece put before every source as its id (OPUS-MT's >>cmn_Hans<<)
 
     def check(self) -> None:
         parse_corpora(self.inputs)
@@ -77,6 +78,9 @@ class DataConfig:
         )
 
 
+ACTIVATIONS = ("relu", "gelu", "swish")
+
+
 @dataclass
 class ModelConfig:
     encoder_layers: int = 3
@@ -91,6 +95,8 @@ class ModelConfig:
     max_positions: int = 256  # longest token sequence the model accepts, either side
     norm: Literal["pre", "post"] = "pre"  # layer norm before or after each residual block
     tie_embeddings: bool = True  # decoder input embedding shared with the output projection
+    activation: Literal["relu", "gelu", "swish"] = "relu"  # of the feed-forward sublayers
+    output_bias: bool = False  # a bias on the output projection (OPUS-MT models have one)
 
     def check(self) -> None:
         _positive(
@@ -105,6 +111,10 @@ class ModelConfig:
             f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})",
         )
         _require(0 <= self.dropout < 1, "config key 'model.dropout' must be in [0, 1)")
+        _require(
+            self.activation in ACTIVATIONS,
+            f"config key 'model.activation' must be one of {', '.join(ACTIVATIONS)}",
+        )
         _require(
             self.attention_dropout == -1 or 0 <= self.attention_dropout < 1,
             "config key 'model.attention_dropout' must be in [0, 1), or -1 for model.dropout",

@@ -59,21 +59,71 @@ def release(
 def export(
     source: SourceArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")],
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="ct2: a CTranslate2 model; hf: a transformers directory (Marian or Pegasus).",
+        ),
+    ] = "ct2",
     quantization: Annotated[
         str | None,
-        typer.Option("--quantization", help="int8, int8_float32, float16, bfloat16, … (none)."),
+        typer.Option("--quantization", help="ct2: int8, int8_float32, float16, … (none)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
 ):
     """Write a CTranslate2 model directory (with both tokenizers and the decoding defaults)
-    for `translate`/`eval --engine ctranslate2 --model DIR`."""
-    from translator.deploy.export import export as run_export
+    for `translate`/`eval --engine ctranslate2 --model DIR`, or with --format hf a directory
+    that transformers' from_pretrained and pipeline("translation") load."""
     from translator.model.rundir import checkpoint_in
 
+    if format_ not in ("ct2", "hf"):
+        raise UserError(f"unknown --format {format_!r} (choose ct2 or hf)")
+    if format_ == "hf" and quantization is not None:
+        raise UserError("--quantization is for --format ct2; a transformers model is float32")
     checkpoint = checkpoint_in(source)
     setup_process()
+    if format_ == "hf":
+        from translator.deploy.hf import export_hf
+
+        path, architecture = export_hf(checkpoint, out, force)
+        typer.echo(f"wrote {path} (transformers, {architecture}) from {checkpoint}")
+        return
+    from translator.deploy.export import export as run_export
+
     path = run_export(checkpoint, out, quantization, force)
     typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")
+
+
+@app.command("import-hf")
+@user_errors
+def import_hf(
+    directory: Annotated[
+        Path,
+        typer.Argument(help="A local transformers directory: Marian (OPUS-MT) or our own export."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The checkpoint to write.")],
+    target_token: Annotated[
+        str | None,
+        typer.Option(
+            "--target-token",
+            help="A piece put before every source as its id (data.src_prefix), e.g. >>cmn_Hans<<.",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
+):
+    """Write a checkpoint (weights, config and both tokenizers, as `release` writes) for a
+    transformers model directory, for translate, eval, serve, export, train --init-from,
+    distill --teacher and data.tokenizers_from. Nothing is downloaded."""
+    from translator.deploy.hf import import_hf as run_import
+
+    setup_process()
+    done = run_import(directory, out, target_token, force)
+    licence = done.origin["license"] or "not stated in its README.md"
+    typer.echo(
+        f"wrote {done.path} ({done.architecture}; {done.sizes[0]:,} source and "
+        f"{done.sizes[1]:,} target pieces; licence: {licence})"
+    )
 
 
 @app.command()

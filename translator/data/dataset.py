@@ -37,7 +37,7 @@ from translator.data.layout import (
     tokenizer_file,
 )
 from translator.data.spans import has_placeholders
-from translator.data.tokenizer import load_tokenizer
+from translator.data.tokenizer import load_tokenizer, source_prefix
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -67,8 +67,10 @@ class Batches(Sequence[Batch]):
         seed: int = 0,
         samples: Sequence[tuple[Ids, Ids]] = (),
         pad_to_multiple: int = 1,
+        src_prefix: np.ndarray | None = None,
     ):
         self.max_len, self.max_tokens, self.samples = max_len, max_tokens, list(samples)
+        self.prefix = np.zeros(0, dtype=np.int64) if src_prefix is None else src_prefix
         self.multiple = pad_to_multiple
         self._read(src, tgt)
         self.rows = np.flatnonzero(self.fits)
@@ -83,7 +85,7 @@ class Batches(Sequence[Batch]):
     def _read(self, src: Ids, tgt: Ids) -> None:
         """Batch from these encodings of the split."""
         self.src, self.tgt = src, tgt
-        self.lens = src.lengths() + 1, tgt.lengths() + 1  # + EOS
+        self.lens = src.lengths() + 1 + len(self.prefix), tgt.lengths() + 1  # + EOS
         src_lens, tgt_lens = self.lens
         self.fits = (src_lens <= self.max_len) & (tgt_lens < self.max_len)  # BOS on target
 
@@ -148,7 +150,12 @@ class Batches(Sequence[Batch]):
 
     def __getitem__(self, i: int) -> Batch:  # type: ignore[override]
         rows, (n, src_len, tgt_len) = self.groups[i], self.shapes[i]
-        return collate_padded(self.src.padded(rows, src_len), self.tgt.padded(rows, tgt_len), n)
+        src = self.src.padded(rows, src_len - len(self.prefix))
+        if len(self.prefix):  # data.src_prefix before every source
+            src = np.concatenate(
+                [np.broadcast_to(self.prefix, (len(rows), len(self.prefix))), src], 1
+            )
+        return collate_padded(src, self.tgt.padded(rows, tgt_len), n)
 
 
 @dataclass
@@ -183,9 +190,18 @@ def load_training_data(config: Config) -> TrainData:
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)
         encode_splits(data_dir, worker_count(config.data.workers), sampling)
 
+    prefix = source_prefix(load_tokenizer(paths["src"]), config.data.src_prefix)
+
     def batches(split: str, **options) -> Batches:
         src, tgt = open_ids(data_dir, split, "en"), open_ids(data_dir, split, "zh")
-        return Batches(src, tgt, config.model.max_positions, config.train.max_tokens, **options)
+        return Batches(
+            src,
+            tgt,
+            config.model.max_positions,
+            config.train.max_tokens,
+            src_prefix=prefix,
+            **options,
+        )
 
     corpus, weights = train_corpora(config, data_dir)
     samples = sampled_encodings(data_dir, sampling)

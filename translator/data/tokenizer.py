@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 
 from translator.errors import UserError
@@ -132,3 +133,14 @@ def load_tokenizer(model: Path | bytes) -> Tokenizer:
     if not Path(model).is_file():
         raise UserError(f"tokenizer model not found: {model} (run `translator prepare` first)")
     return spm.SentencePieceProcessor(model_file=str(model))
+
+
+def source_prefix(tokenizer: Tokenizer, piece: str) -> np.ndarray:
+    """The ids put before every source (data.src_prefix, e.g. OPUS-MT's >>cmn_Hans<<: one
+    piece of the vocabulary, given as its id, since SentencePiece would split the text)."""
+    if not piece:
+        return np.zeros(0, dtype=np.int32)
+    found = tokenizer.piece_to_id(piece)
+    if found == tokenizer.unk_id() and piece != tokenizer.id_to_piece(found):
+        raise UserError(f"data.src_prefix {piece!r} is not a piece of the source vocabulary")
+    return np.array([found], dtype=np.int32)

@@ -1,15 +1,16 @@
 """`translator export`: a checkpoint → a CTranslate2 model directory, through CTranslate2's
 own Transformer spec and converter API (as its fairseq and OpenNMT-py converters do).
 
-Our model maps onto `TransformerSpec` one to one: pre- or post-norm, ReLU feed-forward,
-the fused query/key/value projection of self-attention and the fused key/value one of
-cross-attention, a final norm per stack in pre-norm, token embeddings scaled by √D, the
-decoder's output projection (tied to its embedding or not) without bias, and separate
-source and target vocabularies (the SentencePiece pieces in id order). Two things need
-care: our sinusoidal table interleaves sin and cos (even/odd dimensions) where
-CTranslate2's built-in one puts all sines first, so the table is stored explicitly; and
-our LayerNorm epsilon (1e-5) is written into the config. Sources end in EOS
-(`add_source_eos`) and targets start from BOS (`decoder_start_token`), as in training.
+Our model maps onto `TransformerSpec` one to one: pre- or post-norm, the feed-forward
+activation (ReLU, GELU or Swish), the fused query/key/value projection of self-attention
+and the fused key/value one of cross-attention, a final norm per stack in pre-norm, token
+embeddings scaled by √D, the decoder's output projection (tied to its embedding or not;
+its bias, if any), and separate source and target vocabularies (the SentencePiece pieces
+in id order). Two things need care: our sinusoidal table interleaves sin and cos
+(even/odd dimensions) where CTranslate2's built-in one puts all sines first, so the table
+is stored explicitly; and our LayerNorm epsilon (1e-5) is written into the config.
+Sources end in EOS (`add_source_eos`), after data.src_prefix's piece if there is one, and
+targets start from BOS (`decoder_start_token`), as in training.
 
 The directory also holds both SentencePiece models and `translator.json` (decoding
 defaults, max_positions, the checkpoint's model section), so it is all `--engine
@@ -34,6 +35,7 @@ from translator.inference.ct2_engine import (
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.transformer import sinusoids
 
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # ours → CTranslate2's
 QUANTIZATIONS = (
     "int8",
     "int8_float32",
@@ -54,7 +56,7 @@ def build_spec(model_cfg: ModelConfig, weights: dict[str, Any], vocabularies: tu
         (model_cfg.encoder_layers, model_cfg.decoder_layers),
         model_cfg.heads,
         pre_norm=model_cfg.norm == "pre",
-        activation=common_spec.Activation.RELU,
+        activation=getattr(common_spec.Activation, ACTIVATIONS[model_cfg.activation]),
     )
     table = sinusoids(model_cfg.max_positions, model_cfg.d_model).numpy()
     encoder, decoder = spec.encoder, spec.decoder
@@ -76,6 +78,8 @@ def build_spec(model_cfg: ModelConfig, weights: dict[str, Any], vocabularies: tu
         _norm(encoder.layer_norm, weights, "encoder_norm")
         _norm(decoder.layer_norm, weights, "decoder_norm")
     decoder.projection.weight = weights["project.weight"]
+    if model_cfg.output_bias:
+        decoder.projection.bias = weights["project.bias"]
     spec.register_source_vocabulary(vocabularies[0])
     spec.register_target_vocabulary(vocabularies[1])
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
@@ -136,6 +140,7 @@ def export(checkpoint: Path, out: Path, quantization: str | None = None, force: 
         "checkpoint": str(checkpoint),
         "quantization": quantization or "float32",
         "max_positions": config.model.max_positions,
+        "src_prefix": config.data.src_prefix,
         "decode": payload["config"]["decode"],
         "model": payload["config"]["model"],
     }

@@ -44,8 +44,16 @@ def require_ctranslate2() -> Any:
 
 
 class CTranslate2Translator(TextTranslator):
-    def __init__(self, engine, src_tok, tgt_tok, decode_cfg: DecodeConfig, max_positions: int):
-        super().__init__(src_tok, tgt_tok, decode_cfg, max_positions)
+    def __init__(
+        self,
+        engine,
+        src_tok,
+        tgt_tok,
+        decode_cfg: DecodeConfig,
+        max_positions: int,
+        src_prefix: str = "",
+    ):
+        super().__init__(src_tok, tgt_tok, decode_cfg, max_positions, src_prefix)
         self.engine = engine
         self.ctranslate2 = require_ctranslate2()
         self.src_pieces = [src_tok.id_to_piece(i) for i in range(src_tok.get_piece_size())]
@@ -79,7 +87,8 @@ class CTranslate2Translator(TextTranslator):
         src_tok = load_tokenizer(model_dir / SOURCE_SPM)
         tgt_tok = load_tokenizer(model_dir / TARGET_SPM)
         decode_cfg = decode_cfg or from_dict({"decode": meta["decode"]}).decode
-        return cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"])
+        prefix = meta.get("src_prefix", "")
+        return cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"], prefix)
 
     def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
         limits = self.limits([len(s) for s in sources]).tolist()

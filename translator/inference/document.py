@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from translator.data.batching import encode
-from translator.data.tokenizer import EOS, Tokenizer
+from translator.data.tokenizer import EOS, Tokenizer, source_prefix
 
 CLAUSE_END = re.compile(r"[.!?,;:)\]}\u2013\u2014]$")  # a piece that may end a clause
 _WORD_START = "\u2581"  # SentencePiece's mark of a piece that begins a word
@@ -50,11 +50,12 @@ class Cutter:
     """Cuts a source longer than the model's positions; knows which of a tokenizer's
     pieces end a clause and which start a word."""
 
-    def __init__(self, tokenizer: Tokenizer, positions: int):
+    def __init__(self, tokenizer: Tokenizer, positions: int, prefix: str = ""):
         pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
         self.clause_end = np.array([bool(CLAUSE_END.search(p)) for p in pieces])
         self.word_start = np.array([p.startswith(_WORD_START) for p in pieces])
-        self.room = positions - 1  # tokens a piece may have before its EOS
+        self.prefix = source_prefix(tokenizer, prefix)
+        self.room = positions - 1 - len(self.prefix)  # tokens a piece may have before its EOS
         self.tokenizer = tokenizer
 
     def pieces(self, texts: Sequence[str], lines: Sequence[int]) -> Pieces:
@@ -63,6 +64,8 @@ class Cutter:
         for ids, line in zip(encode(texts, self.tokenizer), lines, strict=True):
             parts = [ids] if len(ids) <= self.room + 1 else self.cut(ids[:-1])
             cut += len(parts) > 1
+            if len(self.prefix):
+                parts = [np.concatenate([self.prefix, p]).astype(p.dtype) for p in parts]
             sources += parts
             owners += [line] * len(parts)
         return Pieces(sources, owners, cut)

@@ -79,9 +79,15 @@ class TextTranslator:
     join. Engines implement `hypotheses`."""
 
     def __init__(
-        self, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig, max_positions: int
+        self,
+        src_tok: Tokenizer,
+        tgt_tok: Tokenizer,
+        decode_cfg: DecodeConfig,
+        max_positions: int,
+        src_prefix: str = "",
     ):
         self.src_tok = src_tok
+        self.src_prefix = src_prefix  # data.src_prefix: a piece before every source
         self.tgt_tok = tgt_tok
         self.decode_cfg = decode_cfg
         self.max_positions = max_positions
@@ -203,7 +209,7 @@ class TextTranslator:
     @property
     def cutter(self) -> document.Cutter:
         if self._cutter is None:
-            self._cutter = document.Cutter(self.src_tok, self.max_positions)
+            self._cutter = document.Cutter(self.src_tok, self.max_positions, self.src_prefix)
         return self._cutter
 
     def detokenize(self, ids: list[int]) -> str:

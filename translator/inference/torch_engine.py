@@ -32,9 +32,15 @@ class Translator(TextTranslator):
     """Our PyTorch model as the engine."""
 
     def __init__(
-        self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig
+        self,
+        model: Transformer,
+        src_tok: Tokenizer,
+        tgt_tok: Tokenizer,
+        decode_cfg: DecodeConfig,
+        src_prefix: str = "",
     ):
-        super().__init__(src_tok, tgt_tok, decode_cfg, model.model_cfg.max_positions)
+        positions = model.model_cfg.max_positions
+        super().__init__(src_tok, tgt_tok, decode_cfg, positions, src_prefix)
         self.model = model
         self.config: Config | None = None  # the checkpoint's, when loaded from one
 
@@ -59,7 +65,8 @@ class Translator(TextTranslator):
         model.load_state_dict(payload["model"])
         decode_cfg = changed(decode_cfg or config.decode, **overrides(beam, length_penalty))
         device = pick_device(device) if isinstance(device, str) else device
-        translator = cls(for_decoding(model.to(device), decode_cfg), src_tok, tgt_tok, decode_cfg)
+        model = for_decoding(model.to(device), decode_cfg)
+        translator = cls(model, src_tok, tgt_tok, decode_cfg, config.data.src_prefix)
         translator.config = config
         return translator
 

@@ -44,8 +44,10 @@ def describe(path: str | Path) -> list[str]:
         *origin_lines(payload, config),
         f"model: {parameters:,} parameters; {m.encoder_layers}+{m.decoder_layers} layers,"
         f" d_model {m.d_model}, {m.heads} heads, ff {m.ff_dim}, {m.norm}-norm, "
-        f"{'tied' if m.tie_embeddings else 'separate'} output embedding, dropout {m.dropout}, "
-        f"vocab {vocab[0]:,} en / {vocab[1]:,} zh",
+        f"{'tied' if m.tie_embeddings else 'separate'} output embedding"
+        f"{' with a bias' if m.output_bias else ''}, {m.activation}, dropout {m.dropout}, "
+        f"vocab {vocab[0]:,} en / {vocab[1]:,} zh"
+        + (f", source prefix {config.data.src_prefix}" if config.data.src_prefix else ""),
         f"decoding: beam {config.decode.beam}, length penalty {config.decode.length_penalty}, "
         f"limit {config.decode.max_len_a:g} × source + {config.decode.max_len_b}",
     ]
@@ -63,6 +65,13 @@ def origin_lines(payload: dict[str, Any], config) -> list[str]:
     """Where the weights came from: a release's source and dtype, a fine-tuned run's start,
     the moving average (ema.pt)."""
     lines = []
+    if "imported" in payload:
+        origin = payload["imported"]
+        name = origin.get("name_or_path") or origin["from"]
+        lines.append(
+            f"imported from {name} ({origin['model_type']}, {origin['from']}); "
+            f"licence: {origin.get('license') or 'not stated in its README.md'}"
+        )
     if "release" in payload:
         release = payload["release"]
         lines.append(f"release of {release['from']}: {release['dtype']} weights, no training state")

@@ -140,10 +140,16 @@ class CrossAttention(nn.Module):
         return self.out(y)
 
 
+ACTIVATION = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}  # model.activation
+
+
 class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, ff_dim: int, dropout: float):
+    def __init__(self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu"):
         super().__init__(
-            nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model)
+            nn.Linear(d_model, ff_dim),
+            ACTIVATION[activation](),
+            Dropout(dropout),
+            nn.Linear(ff_dim, d_model),
         )
 
 
@@ -172,7 +178,9 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = model_cfg.norm == "pre"
         self.attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
-        self.ff = FeedForward(model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout)
+        self.ff = FeedForward(
+            model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout, model_cfg.activation
+        )
         self.attn_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
         self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
 
@@ -200,7 +208,9 @@ class DecoderLayer(nn.Module):
         pre = model_cfg.norm == "pre"
         self.self_attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
         self.cross_attn = CrossAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
-        self.ff = FeedForward(model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout)
+        self.ff = FeedForward(
+            model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout, model_cfg.activation
+        )
         self.self_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
         self.cross_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
         self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
@@ -258,7 +268,7 @@ class Transformer(nn.Module):
         # pre-norm leaves the residual stream unnormalised: one final norm per stack
         self.encoder_norm = nn.LayerNorm(model_cfg.d_model) if pre else nn.Identity()
         self.decoder_norm = nn.LayerNorm(model_cfg.d_model) if pre else nn.Identity()
-        self.project = nn.Linear(model_cfg.d_model, tgt_vocab_size, bias=False)
+        self.project = nn.Linear(model_cfg.d_model, tgt_vocab_size, bias=model_cfg.output_bias)
         self._init_weights()
         if model_cfg.tie_embeddings:
             self.project.weight = self.tgt_embed.tokens.weight

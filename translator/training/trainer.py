@@ -515,7 +515,9 @@ class Trainer:
         """Validation loss and greedy BLEU (decode.beam is for translate and eval) of the
         model being trained, or of `model` (the weights' average)."""
         greedy = replace(self.config.decode, beam=1)
-        translator = Translator(model or self.model, self.src_tok, self.tgt_tok, greedy)
+        translator = Translator(
+            model or self.model, self.src_tok, self.tgt_tok, greedy, self.config.data.src_prefix
+        )
         data = self.data
         result = None
         if self.ranks.main:

@@ -1,0 +1,330 @@
+"""Hugging Face in and out. `translator export --format hf`: a directory transformers
+loads offline (written by their save_pretrained, read by their from_pretrained) whose
+model is ours (logits within 1e-4, the same greedy ids as `generate(num_beams=1)`) for
+pre- and post-norm, tied and untied, a source vocabulary smaller or larger than the
+target's; MarianTokenizer gives our ids. `translator import-hf`: ours → theirs → ours is
+bit-identical; an OPUS-MT-shaped Marian decodes alike here, through its CTranslate2 export
+and in transformers. Skipped only when transformers is absent (CI installs the hf
+extra)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from conftest import assert_one_line_error, generated_pairs, run_cli
+
+from translator.config import DecodeConfig
+from translator.data.tokenizer import BOS, EOS, PAD, load_tokenizer
+from translator.deploy.hf import export_hf, hidden_order, import_hf
+from translator.inference.torch_engine import Translator
+from translator.model import checkpoint as checkpoint_module
+from translator.model.transformer import Transformer
+
+transformers = pytest.importorskip("transformers")
+
+SENTENCES = [en for en, _ in generated_pairs(300, seed=7)[:40]] + ["Tom?", "Mary draws."]
+SHAPES = {
+    "pre-tied": {},
+    "pre-untied": {"tie_embeddings": False},
+    "post-tied": {"norm": "post"},
+    "post-untied": {"norm": "post", "tie_embeddings": False, "decoder_layers": 2},
+}
+
+
+def random_checkpoint(trained, path, swap_vocabularies=False, **model_changes):
+    """The trained checkpoint's tokenizers (swapped: the source's larger than the
+    target's) around a model of another shape with every weight random, layer norms and
+    biases included, so that a wrong permutation of any tensor shows."""
+    payload = checkpoint_module.load(trained)
+    payload["config"]["model"].update(model_changes)
+    models = payload["tokenizer_models"]
+    if swap_vocabularies:
+        payload["tokenizer_models"] = {"src": models["tgt"], "tgt": models["src"]}
+    translator = Translator.from_checkpoint(trained, torch.device("cpu"))
+    sizes = [translator.src_tok.get_piece_size(), translator.tgt_tok.get_piece_size()]
+    torch.manual_seed(2)
+    model = Transformer(
+        dataclasses.replace(translator.config.model, **model_changes),
+        *(sizes[::-1] if swap_vocabularies else sizes),
+    )
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.2)
+    payload["model"] = model.state_dict()
+    checkpoint_module.save(payload, path)
+    return path, model.eval()
+
+
+def their_source(ids: torch.Tensor, architecture: str, offset: int) -> torch.Tensor:
+    """Our source ids as their rows (Pegasus puts the source's pieces after the target's)."""
+    return ids + offset if architecture == "pegasus" else ids
+
+
+def test_the_hidden_order_puts_sines_first_as_theirs_do():
+    from translator.model.transformer import sinusoids
+
+    ours = sinusoids(50, 16)
+    theirs = transformers.MarianMTModel(
+        transformers.MarianConfig(
+            d_model=16,
+            max_position_embeddings=50,
+            vocab_size=10,
+            pad_token_id=0,
+            decoder_start_token_id=0,
+        )
+    ).model.encoder.embed_positions.weight
+    assert torch.allclose(ours[:, hidden_order(16)], theirs, atol=1e-6)
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["src-smaller", "src-larger"])
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap):
+    path, model = random_checkpoint(trained, tmp_path / "random.pt", swap, **shape)
+    out, architecture = export_hf(path, tmp_path / "hf")
+    assert architecture == ("pegasus" if shape.get("norm", "pre") == "pre" else "marian")
+    metadata = json.loads((out / "translator.json").read_text())
+    offset = metadata["vocabularies"]["tgt"]  # source rows after the target's (Pegasus)
+    theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    vt = model.project.out_features
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, model.src_embed.tokens.num_embeddings, (4, 9), generator=generator)
+    src[:, -1] = EOS
+    tgt = torch.randint(4, vt, (4, 7), generator=generator)
+    tgt[:, 0] = BOS
+    with torch.no_grad():
+        ours = model(src, tgt, torch.ones(4, 1, 1, 9, dtype=torch.bool))
+        got = theirs(input_ids=their_source(src, architecture, offset), decoder_input_ids=tgt)
+    assert (got.logits[..., :vt] - ours).abs().max() <= 1e-4
+    assert (got.logits[..., vt:] < -1e3).all()  # rows that are no target piece: never chosen
+
+    decode = DecodeConfig(batch_size=8, max_len_a=0.0, max_len_b=24)
+    engine = Translator.from_checkpoint(path, torch.device("cpu"), decode)
+    sources = [torch.tensor(s) for s in engine.encode(SENTENCES[:4])]
+    expected = engine.search([s.numpy() for s in sources])
+    assert any(len(ids) == 24 for ids in expected)  # random weights run to the limit
+    assert _generate(theirs, sources, architecture, offset, 24) == expected
+
+
+def _generate(model, sources: list, architecture: str, offset: int, limit: int) -> list:
+    """Greedy ids from transformers (no start token, no EOS, no padding), one sentence at a
+    time, at most `limit` new tokens as our decoding allows."""
+    outputs = []
+    for ids in sources:
+        with torch.no_grad():
+            source = their_source(ids[None], architecture, offset)
+            out = model.generate(source, num_beams=1, max_new_tokens=limit)
+        outputs.append([t for t in out[0, 1:].tolist() if t not in (EOS, PAD)])
+    return outputs
+
+
+def test_the_export_translates_through_their_pipeline_and_tokenizer(trained, tmp_path):
+    out, architecture = export_hf(trained, tmp_path / "hf")
+    assert architecture == "pegasus"  # the tiny model is pre-norm
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors"} <= names
+    assert {"source.spm", "target.spm", "vocab.json", "target_vocab.json"} <= names
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    assert type(tokenizer).__name__ == "MarianTokenizer"
+    decode = DecodeConfig(batch_size=16, recase=False, final_mark=False, max_len_a=0, max_len_b=63)
+    engine = Translator.from_checkpoint(trained, torch.device("cpu"), decode)  # limits alike
+    offset = engine.tgt_tok.get_piece_size()
+    for sentence, ids in zip(SENTENCES, engine.encode(SENTENCES), strict=True):
+        assert tokenizer(sentence)["input_ids"] == (ids + offset).tolist()
+    if int(transformers.__version__.split(".")[0]) < 5:  # 5.0 removed the translation task
+        translate = transformers.pipeline("translation", model=str(out), tokenizer=tokenizer)
+        got = [r["translation_text"] for r in translate(SENTENCES[:10])]
+    else:
+        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out)
+        batch = tokenizer(SENTENCES[:10], return_tensors="pt", padding=True)
+        got = tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True)
+    assert got == engine.translate(SENTENCES[:10])
+    assert sum(bool(t) for t in got) == 10
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert generation["decoder_start_token_id"] == BOS and generation["num_beams"] == 1
+    metadata = json.loads((out / "translator.json").read_text())
+    assert metadata["checkpoint"] == str(trained) and len(metadata["sha256"]) == 64
+
+
+def test_export_format_hf_from_the_cli_and_its_errors(trained, tmp_path):
+    run_dir = trained.parent.parent
+    done = run_cli("export", str(run_dir), "--format", "hf", "--out", "hf", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "transformers, pegasus" in done.stdout and (tmp_path / "hf/config.json").is_file()
+    again = run_cli("export", str(run_dir), "--format", "hf", "--out", "hf", cwd=tmp_path)
+    assert_one_line_error(again, "exists; pass --force")
+    int8 = run_cli(
+        "export",
+        str(run_dir),
+        "--format",
+        "hf",
+        "--quantization",
+        "int8",
+        "--out",
+        "x",
+        cwd=tmp_path,
+    )
+    assert_one_line_error(int8, "--quantization is for --format ct2")
+    onnx = run_cli("export", str(run_dir), "--format", "onnx", "--out", "x", cwd=tmp_path)
+    assert_one_line_error(onnx, "unknown --format 'onnx'")
+
+
+# ---- import-hf ----
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+def test_ours_to_theirs_to_ours_is_bit_identical(trained, tmp_path, shape):
+    path, model = random_checkpoint(trained, tmp_path / "random.pt", **shape)
+    out, _ = export_hf(path, tmp_path / "hf")
+    imported = import_hf(out, tmp_path / "back.pt").path
+    before, after = checkpoint_module.load(path), checkpoint_module.load(imported)
+    weights = after["model"]
+    assert set(weights) == set(before["model"])
+    for name, tensor in before["model"].items():
+        assert torch.equal(weights[name], tensor), name
+    got = after["config"]["model"]
+    for key in ("encoder_layers", "decoder_layers", "d_model", "heads", "ff_dim", "norm"):
+        assert got[key] == before["config"]["model"][key], key
+    assert got["tie_embeddings"] == model.model_cfg.tie_embeddings
+    assert (got["activation"], got["output_bias"]) == ("relu", False)
+    for side in ("src", "tgt"):  # the same pieces, ids and segmentation
+        ours, back = (load_tokenizer(p["tokenizer_models"][side]) for p in (before, after))
+        assert [ours.id_to_piece(i) for i in range(ours.get_piece_size())] == [
+            back.id_to_piece(i) for i in range(back.get_piece_size())
+        ]
+        assert ours.encode(SENTENCES) == back.encode(SENTENCES)
+    assert after["imported"]["exported_from"] == str(path)
+
+
+def opus_shaped(tmp_path, seed: int = 0):
+    """A tiny random Marian as OPUS-MT ships them: post-norm, swish, one joint vocabulary
+    (</s> 0, <unk> 1, …, language tokens, <pad> last, which starts decoding) read by two
+    unigram SentencePiece models, tied embeddings, a trained-looking output bias."""
+    import io
+
+    import sentencepiece as spm
+
+    english = [en for en, _ in generated_pairs(300)]
+    chinese = [zh for _, zh in generated_pairs(300)]
+    models = {}
+    for name, lines, size in (("source.spm", english, 40), ("target.spm", chinese, 50)):
+        buffer = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=buffer,
+            model_type="unigram",
+            vocab_size=size,
+            minloglevel=2,
+        )
+        models[name] = buffer.getvalue()
+    vocab = {"</s>": 0, "<unk>": 1}
+    for model in models.values():
+        tok = spm.SentencePieceProcessor(model_proto=model)
+        for i in range(tok.get_piece_size()):
+            if not (tok.is_control(i) or tok.is_unknown(i)):
+                vocab.setdefault(tok.id_to_piece(i), len(vocab))
+    vocab[">>cmn_Hans<<"], vocab[">>yue_Hant<<"] = len(vocab), len(vocab) + 1
+    vocab["<pad>"] = len(vocab)
+    directory = tmp_path / "opus-mt-tiny"
+    directory.mkdir()
+    for name, model in models.items():
+        (directory / name).write_bytes(model)
+    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": False}))
+    (directory / "README.md").write_text("---\nlanguage: [en, zh]\nlicense: apache-2.0\n---\n")
+    config = transformers.MarianConfig(
+        vocab_size=len(vocab),
+        decoder_vocab_size=len(vocab),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=48,
+        decoder_ffn_dim=48,
+        activation_function="swish",
+        max_position_embeddings=64,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=0,
+        decoder_start_token_id=vocab["<pad>"],
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "embed_positions" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.2)
+        model.final_logits_bias.normal_(0, 1.0)
+        model.final_logits_bias[0, vocab["<pad>"]] = -1e9  # as OPUS-MT's: pad never written
+    model.save_pretrained(directory)
+    return directory, model, vocab
+
+
+def test_an_opus_shaped_marian_decodes_alike_here_in_ctranslate2_and_in_transformers(tmp_path):
+    directory, theirs, vocab = opus_shaped(tmp_path)
+    done = import_hf(directory, tmp_path / "opus.pt", target_token=">>cmn_Hans<<")
+    assert done.origin["license"] == "apache-2.0"
+    payload = checkpoint_module.load(done.path)
+    model_cfg = payload["config"]["model"]
+    assert (model_cfg["norm"], model_cfg["activation"], model_cfg["output_bias"]) == (
+        "post",
+        "swish",
+        True,
+    )
+    assert model_cfg["tie_embeddings"] is True
+    decode = DecodeConfig(batch_size=8, max_len_a=0.0, max_len_b=20, recase=False)
+    ours = Translator.from_checkpoint(done.path, torch.device("cpu"), decode)
+    sources = ours.encode(SENTENCES[:16])
+    prefix = ours.src_tok.piece_to_id(">>cmn_Hans<<")
+    assert all(s[0] == prefix for s in sources)
+    tokenizer = transformers.MarianTokenizer.from_pretrained(directory)
+    their_ids = lambda s: [vocab[ours.src_tok.id_to_piece(int(i))] for i in s]  # noqa: E731
+    for sentence, ids in zip(SENTENCES[:16], sources, strict=True):
+        assert tokenizer(">>cmn_Hans<< " + sentence)["input_ids"] == their_ids(ids)
+    expected = ours.search(sources)
+    assert any(len(out) == 20 for out in expected)  # random weights run to the limit
+    got = []
+    for ids in sources:
+        out = theirs.generate(
+            torch.tensor([their_ids(ids)]),
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=20,
+            suppress_tokens=[vocab["<unk>"], vocab["<pad>"]],
+            forced_eos_token_id=None,  # Marian's default forces </s> at the limit; we do not
+        )
+        pieces = [tokenizer.convert_ids_to_tokens(int(t)) for t in out[0, 1:] if t != 0]
+        got.append([ours.tgt_tok.piece_to_id(p) for p in pieces])
+    assert got == expected
+    ct2 = pytest.importorskip("ctranslate2")
+    del ct2
+    from translator.deploy.export import export
+    from translator.inference.ct2_engine import CTranslate2Translator
+
+    exported = export(done.path, tmp_path / "ct2")
+    assert CTranslate2Translator.from_dir(exported, decode, threads=1).search(sources) == expected
+
+
+def test_import_hf_errors_are_one_line(trained, tmp_path):
+    hub = run_cli("import-hf", "Helsinki-NLP/opus-mt-en-zh", "--out", "x.pt", cwd=tmp_path)
+    assert_one_line_error(hub, "not a local directory", "huggingface-cli download")
+    bart = tmp_path / "bart"
+    transformers.BartForConditionalGeneration(
+        transformers.BartConfig(vocab_size=20, d_model=16, encoder_layers=1, decoder_layers=1)
+    ).save_pretrained(bart)
+    wrong = run_cli("import-hf", str(bart), "--out", "x.pt", cwd=tmp_path)
+    assert_one_line_error(wrong, "model_type 'bart' does not fit")
+    out, _ = export_hf(trained, tmp_path / "hf")
+    token = run_cli(
+        "import-hf", str(out), "--out", "x.pt", "--target-token", ">>fr<<", cwd=tmp_path
+    )
+    assert_one_line_error(token, "'>>fr<<' is not in")
+    done = run_cli("import-hf", str(out), "--out", "ours.pt", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    info = run_cli("info", "ours.pt", cwd=tmp_path)
+    assert "imported from" in info.stdout and "licence: not stated" in info.stdout
