@@ -33,6 +33,11 @@ PRELOAD = [
     "translator.training.trainer",
     "translator.inference.torch_engine",
     "translator.evaluation.evaluator",
+    "translator.deploy.hf",
+    # the hf extra's models (a module that is not installed is skipped by the preload)
+    "transformers.models.marian.modeling_marian",
+    "transformers.models.pegasus.modeling_pegasus",
+    "transformers.models.marian.tokenization_marian",
 ]
 _context = None
 

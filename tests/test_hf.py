@@ -14,11 +14,12 @@ import json
 
 import pytest
 import torch
-from conftest import assert_one_line_error, generated_pairs, run_cli
+from conftest import assert_one_line_error, generated_pairs, run_cli, run_script
 
 from translator.config import DecodeConfig
 from translator.data.tokenizer import BOS, EOS, PAD, load_tokenizer
 from translator.deploy.hf import export_hf, hidden_order, import_hf
+from translator.errors import UserError
 from translator.inference.torch_engine import Translator
 from translator.model import checkpoint as checkpoint_module
 from translator.model.transformer import Transformer
@@ -58,9 +59,11 @@ def random_checkpoint(trained, path, swap_vocabularies=False, **model_changes):
     return path, model.eval()
 
 
-def their_source(ids: torch.Tensor, architecture: str, offset: int) -> torch.Tensor:
-    """Our source ids as their rows (Pegasus puts the source's pieces after the target's)."""
-    return ids + offset if architecture == "pegasus" else ids
+def their_rows(directory) -> torch.Tensor:
+    """Their row of each of our source ids, from the export's vocab.json (Pegasus puts the
+    source's pieces after the target's)."""
+    vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+    return torch.tensor(list(vocab.values()))
 
 
 def test_the_hidden_order_puts_sines_first_as_theirs_do():
@@ -86,7 +89,8 @@ def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap)
     out, architecture = export_hf(path, tmp_path / "hf")
     assert architecture == ("pegasus" if shape.get("norm", "pre") == "pre" else "marian")
     metadata = json.loads((out / "translator.json").read_text())
-    offset = metadata["vocabularies"]["tgt"]  # source rows after the target's (Pegasus)
+    assert metadata["vocabularies"]["architecture"] == architecture
+    rows = their_rows(out)
     theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     vt = model.project.out_features
     generator = torch.Generator().manual_seed(0)
@@ -96,7 +100,7 @@ def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap)
     tgt[:, 0] = BOS
     with torch.no_grad():
         ours = model(src, tgt, torch.ones(4, 1, 1, 9, dtype=torch.bool))
-        got = theirs(input_ids=their_source(src, architecture, offset), decoder_input_ids=tgt)
+        got = theirs(input_ids=rows[src], decoder_input_ids=tgt)
     assert (got.logits[..., :vt] - ours).abs().max() <= 1e-4
     assert (got.logits[..., vt:] < -1e3).all()  # rows that are no target piece: never chosen
 
@@ -105,16 +109,16 @@ def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap)
     sources = [torch.tensor(s) for s in engine.encode(SENTENCES[:4])]
     expected = engine.search([s.numpy() for s in sources])
     assert any(len(ids) == 24 for ids in expected)  # random weights run to the limit
-    assert _generate(theirs, sources, architecture, offset, 24) == expected
+    assert _generate(theirs, sources, rows, 24) == expected
 
 
-def _generate(model, sources: list, architecture: str, offset: int, limit: int) -> list:
+def _generate(model, sources: list, rows: torch.Tensor, limit: int) -> list:
     """Greedy ids from transformers (no start token, no EOS, no padding), one sentence at a
     time, at most `limit` new tokens as our decoding allows."""
     outputs = []
     for ids in sources:
         with torch.no_grad():
-            source = their_source(ids[None], architecture, offset)
+            source = rows[ids[None]]
             out = model.generate(source, num_beams=1, max_new_tokens=limit)
         outputs.append([t for t in out[0, 1:].tolist() if t not in (EOS, PAD)])
     return outputs
@@ -130,9 +134,12 @@ def test_the_export_translates_through_their_pipeline_and_tokenizer(trained, tmp
     assert type(tokenizer).__name__ == "MarianTokenizer"
     decode = DecodeConfig(batch_size=16, recase=False, final_mark=False, max_len_a=0, max_len_b=63)
     engine = Translator.from_checkpoint(trained, torch.device("cpu"), decode)  # limits alike
-    offset = engine.tgt_tok.get_piece_size()
+    rows = their_rows(out)
     for sentence, ids in zip(SENTENCES, engine.encode(SENTENCES), strict=True):
-        assert tokenizer(sentence)["input_ids"] == (ids + offset).tolist()
+        assert tokenizer(sentence)["input_ids"] == rows[ids].tolist()
+    pieces = engine.tgt_tok.encode("我会买书。")  # their special ids are ours on both sides
+    written = torch.tensor([[BOS, *pieces, EOS, PAD, PAD]])
+    assert tokenizer.batch_decode(written, skip_special_tokens=True) == ["我会买书。"]
     if int(transformers.__version__.split(".")[0]) < 5:  # 5.0 removed the translation task
         translate = transformers.pipeline("translation", model=str(out), tokenizer=tokenizer)
         got = [r["translation_text"] for r in translate(SENTENCES[:10])]
@@ -148,27 +155,32 @@ def test_the_export_translates_through_their_pipeline_and_tokenizer(trained, tmp
     assert metadata["checkpoint"] == str(trained) and len(metadata["sha256"]) == 64
 
 
-def test_export_format_hf_from_the_cli_and_its_errors(trained, tmp_path):
+def test_export_and_import_from_the_cli_and_their_errors(trained, tmp_path):
+    """The CLI round trip, `info` on the import, and each error in one line (the checks
+    that need no CLI process are made in this one, which is slow to start)."""
     run_dir = trained.parent.parent
     done = run_cli("export", str(run_dir), "--format", "hf", "--out", "hf", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "transformers, pegasus" in done.stdout and (tmp_path / "hf/config.json").is_file()
-    again = run_cli("export", str(run_dir), "--format", "hf", "--out", "hf", cwd=tmp_path)
-    assert_one_line_error(again, "exists; pass --force")
-    int8 = run_cli(
-        "export",
-        str(run_dir),
-        "--format",
-        "hf",
-        "--quantization",
-        "int8",
-        "--out",
-        "x",
-        cwd=tmp_path,
-    )
+    back = run_cli("import-hf", "hf", "--out", "ours.pt", cwd=tmp_path)
+    assert back.returncode == 0, back.stderr
+    info = run_cli("info", "ours.pt", cwd=tmp_path)
+    assert "imported from" in info.stdout and "licence: not stated" in info.stdout
+    int8 = run_cli("export", str(run_dir), "--format", "hf", "--quantization", "int8",
+                   "--out", "x", cwd=tmp_path)  # fmt: skip
     assert_one_line_error(int8, "--quantization is for --format ct2")
-    onnx = run_cli("export", str(run_dir), "--format", "onnx", "--out", "x", cwd=tmp_path)
-    assert_one_line_error(onnx, "unknown --format 'onnx'")
+    hub = run_cli("import-hf", "Helsinki-NLP/opus-mt-en-zh", "--out", "x.pt", cwd=tmp_path)
+    assert_one_line_error(hub, "not a local directory", "huggingface-cli download")
+    with pytest.raises(UserError, match="exists; pass --force"):
+        export_hf(trained, tmp_path / "hf")
+    with pytest.raises(UserError, match="'>>fr<<' is not in"):
+        import_hf(tmp_path / "hf", tmp_path / "x.pt", target_token=">>fr<<")
+    bart = tmp_path / "bart"
+    transformers.BartForConditionalGeneration(
+        transformers.BartConfig(vocab_size=20, d_model=16, encoder_layers=1, decoder_layers=1)
+    ).save_pretrained(bart)
+    with pytest.raises(UserError, match="model_type 'bart' does not fit"):
+        import_hf(bart, tmp_path / "x.pt")
 
 
 # ---- import-hf ----
@@ -286,6 +298,19 @@ def test_an_opus_shaped_marian_decodes_alike_here_in_ctranslate2_and_in_transfor
     their_ids = lambda s: [vocab[ours.src_tok.id_to_piece(int(i))] for i in s]  # noqa: E731
     for sentence, ids in zip(SENTENCES[:16], sources, strict=True):
         assert tokenizer(">>cmn_Hans<< " + sentence)["input_ids"] == their_ids(ids)
+    their_rows = [
+        vocab[ours.tgt_tok.id_to_piece(i)] for i in range(4, ours.tgt_tok.get_piece_size())
+    ]
+    src, tgt = torch.tensor(sources[0])[None], torch.tensor([[2, 7, 9, 11, 5]])  # BOS first
+    with torch.no_grad():
+        mine = ours.model(src, tgt, torch.ones(1, 1, 1, src.shape[1], dtype=torch.bool))
+        start = torch.tensor([[vocab["<pad>"]]])  # their decoder starts from <pad>
+        rows = [vocab[ours.tgt_tok.id_to_piece(i)] for i in tgt[0, 1:].tolist()]
+        got = theirs(
+            input_ids=torch.tensor([their_ids(sources[0])]),
+            decoder_input_ids=torch.cat([start, torch.tensor([rows])], dim=1),
+        ).logits
+    assert (mine[..., 4:] - got[..., their_rows]).abs().max() <= 1e-4  # every real piece
     expected = ours.search(sources)
     assert any(len(out) == 20 for out in expected)  # random weights run to the limit
     got = []
@@ -310,21 +335,62 @@ def test_an_opus_shaped_marian_decodes_alike_here_in_ctranslate2_and_in_transfor
     assert CTranslate2Translator.from_dir(exported, decode, threads=1).search(sources) == expected
 
 
-def test_import_hf_errors_are_one_line(trained, tmp_path):
-    hub = run_cli("import-hf", "Helsinki-NLP/opus-mt-en-zh", "--out", "x.pt", cwd=tmp_path)
-    assert_one_line_error(hub, "not a local directory", "huggingface-cli download")
-    bart = tmp_path / "bart"
-    transformers.BartForConditionalGeneration(
-        transformers.BartConfig(vocab_size=20, d_model=16, encoder_layers=1, decoder_layers=1)
-    ).save_pretrained(bart)
-    wrong = run_cli("import-hf", str(bart), "--out", "x.pt", cwd=tmp_path)
-    assert_one_line_error(wrong, "model_type 'bart' does not fit")
-    out, _ = export_hf(trained, tmp_path / "hf")
-    token = run_cli(
-        "import-hf", str(out), "--out", "x.pt", "--target-token", ">>fr<<", cwd=tmp_path
+def test_an_imported_opus_model_fine_tunes_with_its_target_token(tmp_path):
+    """prepare with its tokenizers and data.src_prefix, train from its weights: the
+    batches carry the prefix id first, and one epoch runs."""
+    from conftest import tiny_config, write_tatoeba
+
+    from translator.corpus.pipeline import prepare
+    from translator.data.dataset import load_training_data
+    from translator.training.trainer import train
+
+    directory, _, _ = opus_shaped(tmp_path)
+    done = import_hf(directory, tmp_path / "opus.pt", target_token=">>cmn_Hans<<")
+    imported = checkpoint_module.load(done.path)["config"]["model"]
+    write_tatoeba(tmp_path / "corpus.tsv", generated_pairs(200))
+    config = tiny_config(
+        tmp_path,
+        data={"tokenizers_from": str(done.path), "src_prefix": ">>cmn_Hans<<"},
+        model={
+            k: imported[k]
+            for k in (
+                "encoder_layers",
+                "decoder_layers",
+                "d_model",
+                "heads",
+                "ff_dim",
+                "norm",
+                "tie_embeddings",
+                "activation",
+                "output_bias",
+                "max_positions",
+            )
+        },
+        train={"init_from": str(done.path), "max_epochs": 1},
     )
-    assert_one_line_error(token, "'>>fr<<' is not in")
-    done = run_cli("import-hf", str(out), "--out", "ours.pt", cwd=tmp_path)
+    prepare(config.data)
+    data = load_training_data(config)
+    models = checkpoint_module.load(done.path)["tokenizer_models"]
+    prefix = load_tokenizer(models["src"]).piece_to_id(">>cmn_Hans<<")
+    batch = data.train[0]
+    assert (batch.src[:, 0] == prefix).all()
+    train(config, progress=False)
+    assert (tmp_path / "run/checkpoints/best.pt").is_file()
+    relu = dataclasses.replace(
+        config,
+        model=dataclasses.replace(config.model, activation="relu"),
+        train=dataclasses.replace(config.train, run_dir=str(tmp_path / "relu")),
+    )
+    with pytest.raises(UserError, match="model.activation is 'relu' here and 'swish'"):
+        train(relu, progress=False)
+
+
+def test_the_parity_script_finds_every_sentence_identical(trained):
+    data = trained.parents[2] / "prepared"
+    done = run_script(
+        "hf_parity.py", str(trained), "--data", str(data), "--batch", "8", cwd=trained.parent
+    )
     assert done.returncode == 0, done.stderr
-    info = run_cli("info", "ours.pt", cwd=tmp_path)
-    assert "imported from" in info.stdout and "licence: not stated" in info.stdout
+    sentences = done.stdout.split("pegasus, ")[1].split(" sentences")[0]
+    assert f"| {sentences} of {sentences} |" in done.stdout and "differs:" not in done.stdout
+    assert "ours ÷ transformers: " in done.stdout

@@ -127,9 +127,9 @@ def test_validation_decodes_greedily_whatever_decode_beam_says(config, monkeypat
     beams = []
 
     class Recording(Translator):
-        def __init__(self, model, src_tok, tgt_tok, decode):
+        def __init__(self, model, src_tok, tgt_tok, decode, *rest):
             beams.append(decode.beam)
-            super().__init__(model, src_tok, tgt_tok, decode)
+            super().__init__(model, src_tok, tgt_tok, decode, *rest)
 
     monkeypatch.setattr(train_module, "Translator", Recording)
     trainer.validate()

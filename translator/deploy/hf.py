@@ -29,7 +29,7 @@ heads' own spaces are not touched.
 Vocabularies: ours are separate (source and target SentencePiece models, ids 0…V-1 with
 pad 0, unk 1, bos 2, eos 3). Marian gets both embedding matrices padded to one size;
 Pegasus, which shares one matrix, gets the target's pieces first and the source's after
-them (the source tokenizer's ids shifted by Vt). Rows that are not target pieces get a
+them, the special ids shared (`Vocabularies`). Rows that are not target pieces get a
 −1e4 `final_logits_bias`, so they are never chosen. `MarianTokenizer` reads both
 SentencePiece models and a vocabulary file per side (`separate_vocabs`).
 """
@@ -148,22 +148,43 @@ def _theirs_of(tensor: torch.Tensor, entry: Entry, order: torch.Tensor) -> torch
     return tensor.contiguous()
 
 
+SPECIAL = 4  # <pad>, <unk>, <s>, </s>: ids 0…3 of both our vocabularies
+
+
 @dataclass(frozen=True)
 class Vocabularies:
-    """Where each side's pieces sit among their rows: the source's from `src_offset`, the
-    target's from 0; `size` rows in all."""
+    """Where each side's pieces sit among their rows. Marian: both from 0, in matrices of
+    one size. Pegasus (one matrix): the target's pieces from 0, the source's after them, and
+    the special ids 0…3 shared by both sides, as MarianTokenizer has one set of special ids
+    (a side's own special rows would make `skip_special_tokens` miss the other's). Each
+    shared row holds what is read there: the source's <pad>, <unk> and </s> (the encoder
+    reads them; the decoder never reads those three, as it never writes <pad> or <unk> and
+    stops at </s>) and the target's <s> (the decoder's first input). The four special
+    embeddings left over are parked in rows of their own at the end, never read and never
+    written (−1e4 bias), so that `import-hf` gives them back and a round trip is exact."""
 
     src: int
     tgt: int
     architecture: str
 
     @property
-    def src_offset(self) -> int:
-        return self.tgt if self.architecture == "pegasus" else 0
-
-    @property
     def size(self) -> int:
-        return self.src + self.tgt if self.architecture == "pegasus" else max(self.src, self.tgt)
+        if self.architecture == "pegasus":
+            return self.tgt + self.src  # (src − 4) pieces + 4 parked rows
+        return max(self.src, self.tgt)
+
+    def src_rows(self) -> torch.Tensor:
+        """Their row of each of our source ids."""
+        if self.architecture != "pegasus":
+            return torch.arange(self.src)
+        return torch.cat([torch.arange(SPECIAL), self.tgt + torch.arange(self.src - SPECIAL)])
+
+    def parked(self) -> dict[str, dict[int, int]]:
+        """Pegasus: our special ids whose embeddings are parked, and their rows."""
+        if self.architecture != "pegasus":
+            return {}
+        first = self.tgt + self.src - SPECIAL
+        return {"tgt": {PAD: first, 1: first + 1, EOS: first + 2}, "src": {BOS: first + 3}}
 
 
 def to_hf_state(
@@ -181,17 +202,23 @@ def to_hf_state(
     src = weights["src_embed.tokens.weight"][:, order]
     tgt = weights["tgt_embed.tokens.weight"][:, order]
     if vocab.architecture == "pegasus":  # one matrix, which both stacks read
-        shared = rows(tgt, 0) + rows(src, vocab.src_offset)
+        shared = rows(tgt, 0)
+        shared[vocab.src_rows()] = src
+        shared[BOS] = tgt[BOS]
+        for side, matrix in (("tgt", tgt), ("src", src)):
+            for ours, row in vocab.parked()[side].items():
+                shared[row] = matrix[ours]
         embeddings = {"model.shared": shared, "model.encoder.embed_tokens": shared}
         embeddings["model.decoder.embed_tokens"] = shared
     else:
         embeddings = {"model.encoder.embed_tokens": rows(src, 0)}
         embeddings["model.decoder.embed_tokens"] = rows(tgt, 0)
     state |= {f"{name}.weight": matrix for name, matrix in embeddings.items()}
-    if model_cfg.tie_embeddings:  # lm_head is the matrix the decoder reads
+    if model_cfg.tie_embeddings and vocab.architecture == "marian":  # lm_head: that matrix
         state["lm_head.weight"] = embeddings["model.decoder.embed_tokens"]
-    else:
-        state["lm_head.weight"] = rows(weights["project.weight"][:, order], 0)
+    else:  # Pegasus' shared rows 0…3 are partly the source's: its lm_head is stored apart
+        project = tgt if model_cfg.tie_embeddings else weights["project.weight"][:, order]
+        state["lm_head.weight"] = rows(project, 0)
     bias = torch.full((1, vocab.size), NOT_A_PIECE)
     bias[0, : vocab.tgt] = weights.get("project.bias", torch.zeros(vocab.tgt))
     state["final_logits_bias"] = bias
@@ -220,7 +247,7 @@ def hf_config(model_cfg: ModelConfig, vocab: Vocabularies, transformers) -> Any:
         eos_token_id=EOS,
         decoder_start_token_id=BOS,
         forced_eos_token_id=None,
-        tie_word_embeddings=model_cfg.tie_embeddings,
+        tie_word_embeddings=model_cfg.tie_embeddings and vocab.architecture == "marian",
         is_encoder_decoder=True,
     )
     if vocab.architecture == "pegasus":
@@ -240,12 +267,12 @@ def _tokenizer_files(out: Path, tokenizers: dict[str, Any], models: dict, vocab:
     """Both SentencePiece models and a vocabulary file per side, for MarianTokenizer."""
     (out / "source.spm").write_bytes(models["src"])
     (out / "target.spm").write_bytes(models["tgt"])
-    for name, side, offset in (
-        ("vocab.json", "src", vocab.src_offset),
-        ("target_vocab.json", "tgt", 0),
+    for name, side, rows in (
+        ("vocab.json", "src", vocab.src_rows().tolist()),
+        ("target_vocab.json", "tgt", range(vocab.tgt)),
     ):
         tok = tokenizers[side]
-        pieces = {tok.id_to_piece(i): offset + i for i in range(tok.get_piece_size())}
+        pieces = {tok.id_to_piece(i): rows[i] for i in range(tok.get_piece_size())}
         (out / name).write_text(
             json.dumps(pieces, ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
         )
@@ -308,6 +335,7 @@ def export_hf(checkpoint: Path, out: Path, force: bool = False) -> tuple[Path, s
         "sha256": _sha256(checkpoint),
         "architecture": architecture,
         "vocabularies": asdict(vocab),
+        "parked": vocab.parked(),
         "config": payload["config"],
     }
     (out / METADATA).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
@@ -489,9 +517,14 @@ def _spm_pieces(model: bytes) -> set[str]:
 
 
 def from_hf_state(
-    model_cfg: ModelConfig, theirs: dict[str, torch.Tensor], src: Side, tgt: Side
+    model_cfg: ModelConfig,
+    theirs: dict[str, torch.Tensor],
+    src: Side,
+    tgt: Side,
+    parked: dict[str, dict] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Our state dict for theirs (the inverse of `to_hf_state`, rows as the sides say)."""
+    """Our state dict for theirs (the inverse of `to_hf_state`, rows as the sides say, and
+    `parked` special embeddings, as our Pegasus export records them, from their rows)."""
     back = torch.argsort(hidden_order(model_cfg.d_model))
     weights: dict[str, list] = {}
     for entry in layer_entries(model_cfg):
@@ -505,10 +538,17 @@ def from_hf_state(
     shared = theirs.get("model.shared.weight")
     encoder = theirs.get("model.encoder.embed_tokens.weight", shared)
     decoder = theirs.get("model.decoder.embed_tokens.weight", shared)
-    pick = lambda matrix, side: matrix[torch.tensor(side.rows)][:, back]  # noqa: E731
-    state["src_embed.tokens.weight"] = pick(encoder, src)
-    state["tgt_embed.tokens.weight"] = pick(decoder, tgt)
-    state["project.weight"] = pick(theirs["lm_head.weight"], tgt)
+    parked = parked or {}
+
+    def pick(matrix: torch.Tensor, side: Side, name: str) -> torch.Tensor:
+        rows = list(side.rows)
+        for ours, row in parked.get(name, {}).items():
+            rows[int(ours)] = row
+        return matrix[torch.tensor(rows)][:, back]
+
+    state["src_embed.tokens.weight"] = pick(encoder, src, "src")
+    state["tgt_embed.tokens.weight"] = pick(decoder, tgt, "tgt")
+    state["project.weight"] = pick(theirs["lm_head.weight"], tgt, "")
     if model_cfg.output_bias:
         state["project.bias"] = theirs["final_logits_bias"][0, torch.tensor(tgt.rows)]
     return {name: t.contiguous().clone() for name, t in state.items()}
@@ -532,15 +572,14 @@ def import_hf(
         directory, local_files_only=True
     )
     theirs = {name: t.detach().float() for name, t in model.state_dict().items()}
+    ours = _our_export(directory)  # our own export: its tying and parked rows, as recorded
     rows = torch.tensor(tgt.rows)
     bias = theirs.get("final_logits_bias", torch.zeros(1, 1))[0]
-    lm_head, embedding = (
-        theirs["lm_head.weight"][rows],
-        theirs.get("model.decoder.embed_tokens.weight", theirs.get("model.shared.weight"))[rows],
-    )
+    decoder = theirs.get("model.decoder.embed_tokens.weight", theirs.get("model.shared.weight"))
+    tied = torch.equal(theirs["lm_head.weight"][rows], decoder[rows])
     model_cfg = dataclasses.replace(
         model_cfg,
-        tie_embeddings=bool(torch.equal(lm_head, embedding)),
+        tie_embeddings=bool(ours["config"]["model"]["tie_embeddings"] if ours else tied),
         output_bias=bool(bias[rows].ne(0).any()) if len(bias) > 1 else False,
     )
     config = Config()
@@ -555,21 +594,28 @@ def import_hf(
         "license": _licence(directory),
         "target_token": target_token or "",
     }
-    if (directory / METADATA).is_file():
-        origin["exported_from"] = json.loads((directory / METADATA).read_text()).get(
-            "checkpoint", ""
-        )
+    if ours:
+        origin["exported_from"] = ours.get("checkpoint", "")
+    weights = from_hf_state(model_cfg, theirs, src, tgt, ours.get("parked") if ours else None)
+    if model_cfg.tie_embeddings:  # one tensor, as the model holds it
+        weights["project.weight"] = weights["tgt_embed.tokens.weight"]
     payload = {
         "config": asdict(config),
         "tokenizers": {"src": "source.spm", "tgt": "target.spm"},
         "tokenizer_models": models,
-        "model": from_hf_state(model_cfg, theirs, src, tgt),
+        "model": weights,
         "imported": origin,
     }
     from translator.model.checkpoint import save
 
     save(payload, out)
     return Imported(out, hf["model_type"], (len(src.pieces), len(tgt.pieces)), origin)
+
+
+def _our_export(directory: Path) -> dict | None:
+    """translator.json of a directory `export --format hf` wrote, else None."""
+    path = directory / METADATA
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def _licence(directory: Path) -> str:

@@ -105,6 +105,8 @@ ARCHITECTURE = (
     "ff_dim",
     "norm",
     "tie_embeddings",
+    "activation",
+    "output_bias",
 )
 
 
