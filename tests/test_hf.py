@@ -23,6 +23,7 @@ from translator.errors import UserError
 from translator.inference.torch_engine import Translator
 from translator.model import checkpoint as checkpoint_module
 from translator.model.transformer import Transformer
+from translator.training.resume import ARCHITECTURE
 
 transformers = pytest.importorskip("transformers")
 
@@ -351,21 +352,7 @@ def test_an_imported_opus_model_fine_tunes_with_its_target_token(tmp_path):
     config = tiny_config(
         tmp_path,
         data={"tokenizers_from": str(done.path), "src_prefix": ">>cmn_Hans<<"},
-        model={
-            k: imported[k]
-            for k in (
-                "encoder_layers",
-                "decoder_layers",
-                "d_model",
-                "heads",
-                "ff_dim",
-                "norm",
-                "tie_embeddings",
-                "activation",
-                "output_bias",
-                "max_positions",
-            )
-        },
+        model={k: imported[k] for k in (*ARCHITECTURE, "max_positions")},
         train={"init_from": str(done.path), "max_epochs": 1},
     )
     prepare(config.data)

@@ -78,9 +78,6 @@ class DataConfig:
         )
 
 
-ACTIVATIONS = ("relu", "gelu", "swish")
-
-
 @dataclass
 class ModelConfig:
     encoder_layers: int = 3
@@ -111,10 +108,6 @@ class ModelConfig:
             f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})",
         )
         _require(0 <= self.dropout < 1, "config key 'model.dropout' must be in [0, 1)")
-        _require(
-            self.activation in ACTIVATIONS,
-            f"config key 'model.activation' must be one of {', '.join(ACTIVATIONS)}",
-        )
         _require(
             self.attention_dropout == -1 or 0 <= self.attention_dropout < 1,
             "config key 'model.attention_dropout' must be in [0, 1), or -1 for model.dropout",

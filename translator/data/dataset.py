@@ -178,7 +178,8 @@ def load_training_data(config: Config) -> TrainData:
             raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if not stats_file(data_dir).is_file():  # written last: a missing one means interrupted
         raise UserError(f"`translator prepare` did not finish in {data_dir}: run it again")
-    prepared_with = has_placeholders(load_tokenizer(paths["src"]))
+    src_tok = load_tokenizer(paths["src"])
+    prepared_with = has_placeholders(src_tok)
     if config.data.placeholders != prepared_with:
         state = {True: "on", False: "off"}
         raise UserError(
@@ -190,7 +191,7 @@ def load_training_data(config: Config) -> TrainData:
         log.info("encoding the splits of %s with its tokenizers (once)", data_dir)
         encode_splits(data_dir, worker_count(config.data.workers), sampling)
 
-    prefix = source_prefix(load_tokenizer(paths["src"]), config.data.src_prefix)
+    prefix = source_prefix(src_tok, config.data.src_prefix)
 
     def batches(split: str, **options) -> Batches:
         src, tgt = open_ids(data_dir, split, "en"), open_ids(data_dir, split, "zh")

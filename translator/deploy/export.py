@@ -35,7 +35,6 @@ from translator.inference.ct2_engine import (
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.transformer import sinusoids
 
-ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # ours → CTranslate2's
 QUANTIZATIONS = (
     "int8",
     "int8_float32",
@@ -56,7 +55,7 @@ def build_spec(model_cfg: ModelConfig, weights: dict[str, Any], vocabularies: tu
         (model_cfg.encoder_layers, model_cfg.decoder_layers),
         model_cfg.heads,
         pre_norm=model_cfg.norm == "pre",
-        activation=getattr(common_spec.Activation, ACTIVATIONS[model_cfg.activation]),
+        activation=getattr(common_spec.Activation, model_cfg.activation.upper()),  # same names
     )
     table = sinusoids(model_cfg.max_positions, model_cfg.d_model).numpy()
     encoder, decoder = spec.encoder, spec.decoder

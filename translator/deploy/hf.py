@@ -5,13 +5,13 @@ Post-norm models are `MarianMTModel`, pre-norm ones `PegasusForConditionalGenera
 (pre-norm layers, a final layer norm per stack); both scale embeddings by √D and add the
 same sinusoids as ours, with all sines first and then all cosines where ours interleave
 them (even dimensions sin, odd cos). So every tensor that reads or writes the hidden state
-is permuted along that axis (`HIDDEN`: theirs[j] = ours[order[j]], order = 0, 2, 4, …,
-1, 3, 5, …): input columns of each projection reading it, output rows and biases of each
+is permuted along that axis (`hidden_order`: theirs[j] = ours[order[j]], order = 0, 2, 4,
+…, 1, 3, 5, …): input columns of each projection reading it, output rows and biases of each
 writing it, layer-norm weights, embedding and output-projection columns. The attention
 heads' own spaces are not touched.
 
     ours                          Marian / Pegasus
-    src_embed.tokens  [Vs, D]     model.encoder.embed_tokens / model.shared rows Vt…Vt+Vs
+    src_embed.tokens  [Vs, D]     model.encoder.embed_tokens / model.shared (`Vocabularies`)
     tgt_embed.tokens  [Vt, D]     model.decoder.embed_tokens / model.shared rows 0…Vt
     encoder.i.attn.qkv (3 parts)  model.encoder.layers.i.self_attn.{q,k,v}_proj
     encoder.i.attn.out            ….self_attn.out_proj
