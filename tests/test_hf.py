@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 
 import pytest
 import torch
@@ -370,6 +372,58 @@ def test_an_imported_opus_model_fine_tunes_with_its_target_token(tmp_path):
     )
     with pytest.raises(UserError, match="model.activation is 'relu' here and 'swish'"):
         train(relu, progress=False)
+
+
+def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
+    """`distill --teacher` and `serve --checkpoint` take the imported checkpoint: the
+    distilled train targets are its translations (its own tokenizers and prefix, the
+    student data's none), and the server answers with them."""
+    from conftest import tiny_config, write_tatoeba
+
+    from translator.corpus.pipeline import prepare
+    from translator.data.layout import read_split
+    from translator.distill.pipeline import DistillSettings, distill
+
+    directory, _, _ = opus_shaped(tmp_path)
+    done = import_hf(directory, tmp_path / "opus.pt", target_token=">>cmn_Hans<<")
+    write_tatoeba(tmp_path / "corpus.tsv", generated_pairs(120))
+    loose = {"min_length_ratio": 0.0, "max_length_ratio": 1e9, "max_chars": 10_000}
+    decode = {"beam": 1, "max_len_a": 0.0, "max_len_b": 2, "recase": False, "split": False}
+    config = tiny_config(tmp_path, data=loose, decode=decode)
+    prepare(config.data)
+    out = distill(config, DistillSettings(done.path, tmp_path / "distilled"), progress=False)
+    made = out.stats["distilled"]
+    assert made["held_out_check"]["checked"] is False  # its training data is not here
+    teacher = Translator.from_checkpoint(done.path, torch.device("cpu"), config.decode)
+    en, zh = read_split(tmp_path / "distilled", "train")
+    assert made["kept"] == len(en) > 0
+    assert zh == teacher.translate(en)
+
+    pytest.importorskip("fastapi")
+    uvicorn = pytest.importorskip("uvicorn")
+    from test_serve import free_port, post
+
+    from translator.deploy.decoder import LocalDecoder
+    from translator.deploy.server import create_app
+    from translator.inference.engines import open_translator
+
+    # the app `serve` builds around what its decoding process loads (serve_decoder), run
+    # in a thread: a spawned decoding process would add ten seconds to the suite
+    decoder = LocalDecoder(open_translator(config, done.path))
+    app = create_app(decoder, config.decode, config.serve, {"model": str(done.path)})
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        status, body = post(f"http://127.0.0.1:{port}", {"text": SENTENCES[:4]})
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert status == 200, body
+    assert body["translations"] == teacher.translate(SENTENCES[:4])
 
 
 def test_the_parity_script_finds_every_sentence_identical(trained):

@@ -59,7 +59,9 @@ def open_teacher(config: Config, teacher: Path) -> Teacher:
         return Teacher(translator, path, sha256(path / "model.bin"), trained)
     path = checkpoint_in(teacher)
     translator = open_translator(config, path)
-    return Teacher(translator, path, sha256(path), _data_dir(translator.config.to_dict()))
+    imported = getattr(translator, "imported", None)  # its training data was never here
+    trained = None if imported else _data_dir(translator.config.to_dict())
+    return Teacher(translator, path, sha256(path), trained)
 
 
 def _data_dir(config: dict) -> Path:

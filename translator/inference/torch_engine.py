@@ -43,6 +43,7 @@ class Translator(TextTranslator):
         super().__init__(src_tok, tgt_tok, decode_cfg, positions, src_prefix)
         self.model = model
         self.config: Config | None = None  # the checkpoint's, when loaded from one
+        self.imported: dict | None = None  # origin and licence, for an import-hf checkpoint
 
     @classmethod
     def from_checkpoint(
@@ -68,6 +69,7 @@ class Translator(TextTranslator):
         model = for_decoding(model.to(device), decode_cfg)
         translator = cls(model, src_tok, tgt_tok, decode_cfg, config.data.src_prefix)
         translator.config = config
+        translator.imported = payload.get("imported")
         return translator
 
     @classmethod
