@@ -55,17 +55,19 @@ def open_teacher(config: Config, teacher: Path) -> Teacher:
         translator = open_translator(config, path)
         meta = json.loads((path / METADATA).read_text(encoding="utf-8"))
         source = Path(meta.get("checkpoint", ""))
-        trained = _data_dir(load_checkpoint(source)["config"]) if source.is_file() else None
+        payload = load_checkpoint(source) if source.is_file() else None
+        trained = _trained_on(payload["config"], payload.get("imported")) if payload else None
         return Teacher(translator, path, sha256(path / "model.bin"), trained)
     path = checkpoint_in(teacher)
     translator = open_translator(config, path)
-    imported = getattr(translator, "imported", None)  # its training data was never here
-    trained = None if imported else _data_dir(translator.config.to_dict())
+    trained = _trained_on(translator.config.to_dict(), translator.imported)
     return Teacher(translator, path, sha256(path), trained)
 
 
-def _data_dir(config: dict) -> Path:
-    return Path(config["data"]["dir"])
+def _trained_on(config: dict, imported: dict | None) -> Path | None:
+    """The data a checkpoint trained on; None for one `import-hf` made (trained elsewhere:
+    its config's data.dir is only the default)."""
+    return None if imported else Path(config["data"]["dir"])
 
 
 def held_out_check(teacher: Teacher, data_dir: Path) -> dict:
