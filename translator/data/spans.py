@@ -9,8 +9,8 @@ character, and the placeholders that carry them through a model trained with
     mask(text) → "I use ⦅1⦆ every day.", ["GitHub"]      the n-th span becomes ⦅n⦆
       (a placeholder already in the text is a span too, so its ⦅n⦆ comes back as written:
       `distill` translates a train split that data.placeholders masked)
-    unmask(output, spans) → the output with each ⦅n⦆ replaced, the spans it lost, and the
-      placeholders it wrote that the source did not have (dropped)
+    unmask(output, spans) → the output with each ⦅n⦆ replaced once, the spans it lost, and
+      the placeholders it wrote again or that the source did not have (dropped)
     missing(source, output) → the source's spans not in the output verbatim
 
 A pair in the training data gets placeholders only where each span of its English side is
@@ -77,14 +77,16 @@ def mask(text: str) -> tuple[str, list[str]]:
 
 
 def unmask(output: str, spans: list[str]) -> Unmasked:
-    """Each ⦅n⦆ in the output replaced by the n-th span (every time it was written); the
-    spans never written are `lost`, and placeholders with no span are dropped."""
-    written, extra = set(), 0
+    """The first ⦅n⦆ of each n in the output replaced by the n-th span; the spans never
+    written are `lost`. A placeholder written again (the source holds its span once) and
+    one with no span are dropped and counted as `extra`: a span is never written twice."""
+    written: set[int] = set()
+    extra = 0
 
     def restore(match: re.Match) -> str:
         nonlocal extra
         n = int(match.group(1))
-        if 1 <= n <= len(spans):
+        if 1 <= n <= len(spans) and n not in written:
             written.add(n)
             return spans[n - 1]
         extra += 1
