@@ -100,8 +100,8 @@ def tokens_per_s(
     def run(duration: float) -> tuple[int, float]:
         end, tokens, spent = time.perf_counter() + duration, 0, 0.0
         while True:
-            plan, order = trainer.start_epoch()
-            for group in trainer.update_groups(order):
+            plan, updates = trainer.start_epoch()
+            for group in updates:
                 state = trainer.state
                 before = state.epoch_tokens, state.epoch_seconds
                 trainer.update(plan, group)
@@ -159,7 +159,7 @@ class Steps:
             batch = self.trainer.data.train[int(self.order[self.next % len(self.order)])]
             fetch += time.perf_counter() - began
             self.next += 1
-            losses.append(self.trainer.train_step([batch]) / batch.n_tokens)
+            losses.append(self.trainer.step([batch]) / batch.n_tokens)
             tokens += batch.n_tokens
         sync()
         return tokens, time.perf_counter() - start, fetch, torch.stack(losses).float().cpu()

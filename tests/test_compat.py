@@ -11,7 +11,7 @@ from conftest import tiny_config
 from translator.inference.torch_engine import Translator
 from translator.inspect.info import describe
 from translator.model import checkpoint
-from translator.training.loop import train
+from translator.training.trainer import train
 
 OLD = Path(__file__).parent / "data" / "checkpoint-c0ed2c0"
 

@@ -106,15 +106,25 @@ def test_prepare_cli_reports_coverage_and_refuses_a_missing_model(trained, tmp_p
 
 
 def test_init_from_starts_from_the_weights_with_everything_else_fresh(trained, tmp_path):
+    """…from a run directory, which the run records as the checkpoint file it read; the
+    config it records is the resolved one (precision and pad multiple decided here)."""
     config = finetune_config(trained, tmp_path, max_epochs=1, lr=1e-12, min_lr=0.0)
+    assert trained.name == "best.pt"
+    config = replace(config, train=replace(config.train, init_from=str(trained.parents[1])))
     prepare(config.data)
     result = train(config, progress=False)
+    recorded = json.loads((tmp_path / "run/config.json").read_text(encoding="utf-8"))
+    assert recorded["train"]["init_from"] == str(trained)
+    assert recorded["train"]["precision"] in ("fp32", "bf16")
+    assert recorded["train"]["pad_to_multiple"] >= 1 and recorded["data"]["inputs"] == [
+        str(tmp_path / "new.tsv")
+    ]
     start = checkpoint.load(trained)
     last = checkpoint.load(tmp_path / "run/checkpoints/last.pt")
     for name, tensor in start["model"].items():  # a learning rate of 1e-12 moves nothing
         torch.testing.assert_close(last["model"][name], tensor, rtol=0, atol=1e-6)
     assert result.state.epoch == 1 and result.state.step == result.batches_per_epoch
-    assert last["config"]["train"]["init_from"] == str(trained)
+    assert last["config"] == recorded and last["precision"] == recorded["train"]["precision"]
     assert start["train_state"]["step"] > 0  # the counters were not carried over
     moments = next(iter(last["optimizer"]["state"].values()))  # AdamW began at zero
     assert int(moments["step"]) == result.state.step

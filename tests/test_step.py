@@ -86,7 +86,7 @@ def test_bf16_computes_matmuls_in_bf16_with_fp32_weights_gradients_and_loss(conf
     seen = []
     hook = trainer.model.project.register_forward_hook(lambda m, a, out: seen.append(out.dtype))
     batch = trainer.data.train[0]
-    loss = trainer.batch_loss(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
+    loss = trainer.compiled_loss(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
     loss.backward()
     hook.remove()
     assert seen == [torch.bfloat16] and loss.dtype == torch.float32
@@ -170,7 +170,8 @@ def test_empty_rows_and_wider_padding_change_no_loss_or_gradient(config):
 def one_shape(trainer: Trainer, n: int) -> tuple[Any, list[int]]:
     """The first `n` batches of epoch 0 (in its order) of its most common shape: inductor's
     compile of a shape (forward and backward) takes half a minute on a slow 2-core CPU."""
-    plan, order = trainer.start_epoch()
+    plan, updates = trainer.start_epoch()
+    order = [i for group in updates for i in group]
     shapes = [tuple(plan.shapes[i]) for i in order]
     common = Counter(shapes).most_common(1)[0][0]
     return plan, [i for i, shape in zip(order, shapes, strict=True) if shape == common][:n]
@@ -182,7 +183,7 @@ def losses_over(config, n: int) -> tuple[list[float], list[tuple]]:
     losses = []
     for i in picked:
         batch = plan[i]
-        losses.append(trainer.train_step([batch]).item() / batch.n_tokens)
+        losses.append(trainer.step([batch]).item() / batch.n_tokens)
     return losses, [tuple(plan.shapes[i]) for i in picked]
 
 
@@ -233,8 +234,7 @@ def test_an_update_reads_nothing_back_and_logging_once(config, settings):
     """No `.item()`-like op (aten::_local_scalar_dense and friends) in the steady state: the
     device never waits for the host. The logging interval reads the loss back, once."""
     trainer = Trainer(with_train(config, **settings, log_every=1000), progress=False)
-    plan, order = trainer.start_epoch()
-    groups = trainer.update_groups(order)
+    plan, groups = trainer.start_epoch()
     trainer.update(plan, groups[0])  # the first makes AdamW's state
     with DispatchCounter() as counter:
         for group in groups[1:6]:
@@ -242,7 +242,7 @@ def test_an_update_reads_nothing_back_and_logging_once(config, settings):
     assert sum(counter.syncs.values()) == 0, counter.syncs
     trainer.state.step = 1000  # a logging step
     with DispatchCounter() as counter, Board(trainer.run_dir.path, False) as board:
-        trainer.log_update(_NoBar(), board)
+        trainer._log_update(_NoBar(), board)
     assert sum(counter.syncs.values()) == 1, counter.syncs
 
 

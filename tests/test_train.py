@@ -132,7 +132,7 @@ def test_validation_decodes_greedily_whatever_decode_beam_says(config, monkeypat
             super().__init__(model, src_tok, tgt_tok, decode, *rest)
 
     monkeypatch.setattr(train_module, "Translator", Recording)
-    trainer.validate()
+    trainer._validate()
     assert beams == [1]
     assert config.decode.beam == 4  # translate and eval still get the configured beam
 
@@ -186,14 +186,14 @@ def test_snapshots_rotate_and_average_to_the_mean(config, tmp_path):
 def recorded_losses(monkeypatch) -> list[float]:
     """Every update's mean loss, in order, for the runs that follow."""
     losses: list[float] = []
-    step = Trainer.train_step
+    step = Trainer.step
 
     def recording(self, batches, *args):
         loss = step(self, batches, *args)
         losses.append(loss.item() / sum(b.n_tokens for b in batches))
         return loss
 
-    monkeypatch.setattr(Trainer, "train_step", recording)
+    monkeypatch.setattr(Trainer, "step", recording)
     return losses
 
 
@@ -207,16 +207,17 @@ def exact_config(config, tmp_path, name):
 def sigterm_after(monkeypatch, step: int):
     """Within the block, training receives SIGTERM during update `step` (so the stop is
     decided after it)."""
-    real = Trainer.save_when_due
+    real = Trainer.step
 
-    def and_signal(self):
-        real(self)
+    def and_signal(self, *args, **kwargs):
+        loss = real(self, *args, **kwargs)
         if self.state.step == step:
             self.signals.requested = signal.SIGTERM
+        return loss
 
-    monkeypatch.setattr(Trainer, "save_when_due", and_signal)
+    monkeypatch.setattr(Trainer, "step", and_signal)
     yield
-    monkeypatch.setattr(Trainer, "save_when_due", real)
+    monkeypatch.setattr(Trainer, "step", real)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -274,7 +275,7 @@ def test_update_freq_is_one_update_over_the_batches_tokens(config):
     )
     batches = [trainer.data.train[0], trainer.data.train[-1]]  # short and long sentences
     assert batches[0].n_tokens != batches[1].n_tokens
-    trainer.train_step(batches)
+    trainer.step(batches)
     on_device = [b.to(trainer.device) for b in batches]
     with trainer.autocast:  # bf16 on CUDA, as the trainer computes
         logits = [reference(b.src, b.tgt_in, b.src_mask) for b in on_device]
@@ -287,7 +288,7 @@ def test_update_freq_is_one_update_over_the_batches_tokens(config):
 
 def test_out_of_memory_skips_the_batch_and_three_in_a_row_stop(config, monkeypatch):
     calls = []
-    step = Trainer.train_step
+    step = Trainer.step
 
     def sometimes_out_of_memory(self, batches, *args):
         calls.append(len(batches))
@@ -295,7 +296,7 @@ def test_out_of_memory_skips_the_batch_and_three_in_a_row_stop(config, monkeypat
             raise oom.OUT_OF_MEMORY("CUDA out of memory (injected)")
         return step(self, batches, *args)
 
-    monkeypatch.setattr(Trainer, "train_step", sometimes_out_of_memory)
+    monkeypatch.setattr(Trainer, "step", sometimes_out_of_memory)
     failing = {2}
     result = train(with_train(config, max_epochs=1), progress=False)
     assert result.state.skipped == 1 and result.history[0]["skipped_batches"] == 1

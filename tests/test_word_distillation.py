@@ -73,15 +73,15 @@ def test_the_teacher_shapes_the_loss_and_stays_frozen(trained, tmp_path):
     batch = trainer.data.train.epoch(0)[0]
     inputs = (batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
     trainer.model.eval()  # no dropout: the two losses differ by the teacher alone
-    taught = trainer.loss_of(*inputs)
+    taught = trainer.loss(*inputs)
     trainer.teacher = None
-    untaught = trainer.loss_of(*inputs)
+    untaught = trainer.loss(*inputs)
     trainer.teacher = teacher
     weight = trainer.config.train.teacher_weight
     assert taught.item() != pytest.approx(untaught.item())
     assert taught.item() >= (1 - weight) * untaught.item() - 1e-4  # plus a KL, never below 0
     trainer.model.train()
-    assert torch.isfinite(trainer.train_step([batch]))
+    assert torch.isfinite(trainer.step([batch]))
     assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
     for key, value in teacher.state_dict().items():
         torch.testing.assert_close(value, before[key])

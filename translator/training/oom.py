@@ -6,7 +6,8 @@ already waiting for this one's gradients."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -26,24 +27,21 @@ class MemoryGuard:
         self.ranks, self.device, self.max_tokens = ranks, device, max_tokens
         self.in_a_row = 0  # updates that ran out of memory, one after another
 
-    def step_or_skip(
-        self,
-        update: Callable[[], torch.Tensor],
-        optimizer: torch.optim.Optimizer,
-        state: TrainState,
-        batches: int,
-    ) -> torch.Tensor:
-        """`update()` (which counts itself in `state.step`), or, if it runs out of memory,
-        nothing: gradients cleared, the step count restored, `batches` counted as skipped,
-        and a zero loss returned."""
+    @contextmanager
+    def skipped_if_out_of_memory(
+        self, optimizer: torch.optim.Optimizer, state: TrainState, batches: int
+    ) -> Iterator[None]:
+        """Runs the block, an update that counts itself in `state.step`; if it runs out of
+        memory, the update did not happen: gradients cleared, the step count restored,
+        `batches` counted as skipped."""
         step = state.step
         try:
-            loss = update()
+            yield
         except OUT_OF_MEMORY:
             if self.ranks.active:
                 raise UserError(f"out of memory on rank {self.ranks.rank}: {self.advice}") from None
             optimizer.zero_grad(set_to_none=True)
-            state.step = step  # the update did not happen
+            state.step = step
             state.skipped += batches
             self.in_a_row += 1
             if self.device.type == "cuda":
@@ -53,9 +51,8 @@ class MemoryGuard:
                 raise UserError(
                     f"out of memory {OOM_LIMIT} updates in a row: {self.advice}"
                 ) from None
-            return torch.zeros((), device=self.device)
+            return
         self.in_a_row = 0
-        return loss
 
     @property
     def advice(self) -> str:

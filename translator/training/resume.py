@@ -18,7 +18,6 @@ writes it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import asdict
@@ -34,7 +33,6 @@ from translator.data.layout import SIDES
 from translator.errors import UserError
 from translator.model import checkpoint
 from translator.model.ema import WeightEMA
-from translator.model.rundir import checkpoint_in
 from translator.training.schedule import LRSchedule
 from translator.training.state import TrainState
 
@@ -108,13 +106,6 @@ ARCHITECTURE = (
     "activation",
     "output_bias",
 )
-
-
-def resolved(config: Config) -> Config:
-    """`config` with train.init_from naming the checkpoint file itself (a run directory
-    stands for its best.pt), so config.json and every checkpoint record which one."""
-    path = checkpoint_in(config.train.init_from)
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=str(path)))
 
 
 def initial_weights(config: Config) -> dict[str, Any]:

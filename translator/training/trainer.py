@@ -30,7 +30,6 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +46,12 @@ from translator.inference.torch_engine import Translator
 from translator.model.ema import WeightEMA
 from translator.model.flops import count_parameters
 from translator.model.loss import distilled_loss, rdrop_loss, sequence_loss, twice
-from translator.model.rundir import RunDir
+from translator.model.rundir import RunDir, checkpoint_in
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
 from translator.training import distributed, precision
 from translator.training.compiled import compiled
+from translator.training.distributed import Ranks
 from translator.training.graphs import (
     WARMUP,
     GraphedSteps,
@@ -64,7 +64,6 @@ from translator.training.resume import (
     check_resumable,
     initial_weights,
     load_training_state,
-    resolved,
     training_payload,
 )
 from translator.training.schedule import LRSchedule
@@ -124,13 +123,9 @@ def train(
 ) -> TrainResult:
     """A new run in `train.run_dir` (or the one there continued, `resume`), trained until
     it stops; a new run with `train.init_from` starts from that model's weights."""
-    weights = None
-    if config.train.init_from and not resume:  # checked before anything is loaded or written
-        config = resolved(config)
-        weights = initial_weights(config)
     try:  # the Trainer joins torchrun's process groups: they are left whatever happens
-        trainer = Trainer(config, progress)
-        trainer.open_run(resume, overwrite, weights)
+        trainer = Trainer(config, progress, resume)
+        trainer.open_run(resume, overwrite)
         result = trainer.fit()
         distributed.wait_for_all(trainer.ranks)
         return result
@@ -138,24 +133,42 @@ def train(
         distributed.finish()
 
 
+def resolve(config: Config, device: torch.device, ranks: Ranks, resume: bool = False) -> Config:
+    """The run's config with what is decided at run time written in, before anything is
+    built: train.precision the one it computes in (auto resolved on `device`, rank 0's
+    choice for all), train.pad_to_multiple the multiple its lengths are padded to, and, for
+    a new run, train.init_from the checkpoint file itself (a run directory stands for its
+    best.pt). This is what config.json and every checkpoint record."""
+    train_cfg = config.train
+    chosen = distributed.from_main(precision.resolve(train_cfg.precision, device), ranks)
+    init_from = train_cfg.init_from
+    if init_from and not resume:
+        init_from = str(checkpoint_in(init_from))
+    train_cfg = replace(
+        train_cfg,
+        precision=chosen,
+        pad_to_multiple=precision.pad_multiple(train_cfg.pad_to_multiple, chosen, device),
+        init_from=init_from,
+    )
+    return replace(config, train=train_cfg)
+
+
 class Trainer:
     """A model, its optimiser, schedule and state, the data it trains on, and the run."""
 
-    def __init__(self, config: Config, progress: bool = True):
-        self.config = config
+    def __init__(self, config: Config, progress: bool = True, resume: bool = False):
+        """`resume`: the run will continue from last.pt (train.init_from is then not read)."""
+        self.ranks, self.device = distributed.init(pick_device(config.train.device))
+        self.precision_reason = precision.reason(config.train.precision, self.device)
+        self.config = config = resolve(config, self.device, self.ranks, resume)
         train_cfg = config.train
-        self.ranks, self.device = distributed.init(pick_device(train_cfg.device))
+        self.precision = train_cfg.precision
         self.progress = progress and self.ranks.main
         self.created = time.perf_counter()
         self.run_dir = RunDir(train_cfg.run_dir)
-        chosen = precision.resolve(train_cfg.precision, self.device)
-        self.precision = distributed.from_main(chosen, self.ranks)  # one choice for all ranks
         graphed = uses_cuda_graphs(train_cfg, self.device, self.ranks.world)
         # a step recorded as a CUDA graph must not keep autocast's cached weight copies
         self.autocast = precision.autocast(self.precision, self.device, cache=not graphed)
-        multiple = precision.pad_multiple(train_cfg.pad_to_multiple, self.precision, self.device)
-        train_cfg = replace(train_cfg, pad_to_multiple=multiple)  # config.json records it
-        self.config = config = replace(config, train=train_cfg)
         seed_everything(train_cfg.seed)
         self.data = load_training_data(config)
         self.src_tok = load_tokenizer(self.data.tokenizer_models["src"])
@@ -177,15 +190,15 @@ class Trainer:
         # decoding for validation: bf16 on CUDA only (on the CPU it did not pay)
         cuda = self.device.type == "cuda"
         self.decode_autocast = self.autocast if cuda else nullcontext()
-        # what an update calls for each batch: forward and loss (the model under DDP:
+        # what `step` calls for each batch: forward and loss (the model under DDP:
         # replicated), compiled whole with train.compile, backward included; it shares the
         # model's parameters, and checkpoints save the model
-        self.batch_loss = compiled(self.loss_of, train_cfg, self.data.train.distinct_shapes())
+        self.compiled_loss = compiled(self.loss, train_cfg, self.data.train.distinct_shapes())
         self.graphed: GraphedSteps | None = None  # train.cuda_graphs (graphs.py)
         if graphed:
             recorder = cuda_graph_recorder(self.device)
             params = list(self.model.parameters())
-            self.graphed = GraphedSteps(self.forward_backward, params, self.device, recorder)
+            self.graphed = GraphedSteps(self._recorded_step, params, self.device, recorder)
         self.optimizer = build_optimizer(self.model, train_cfg)
         self.schedule = LRSchedule(self.optimizer, train_cfg)
         self.ema = WeightEMA(self.model, train_cfg.ema) if train_cfg.ema else None
@@ -198,17 +211,19 @@ class Trainer:
         self.memory = MemoryGuard(self.ranks, self.device, train_cfg.max_tokens)
 
     # ---- the run -----------------------------------------------------------------------
-    def open_run(self, resume: bool, overwrite: bool, weights: dict | None = None) -> None:
+    def open_run(self, resume: bool, overwrite: bool) -> None:
         """Make the run directory ready, then continue last.pt (`resume`) or start from
-        `weights` (fine-tuning) or from the initialised model."""
+        train.init_from's weights (fine-tuning) or from the initialised model."""
+        init_from = self.config.train.init_from
+        weights = initial_weights(self.config) if init_from and not resume else None
         self.run_dir.check(resume, overwrite)
         if self.ranks.main:
             self.run_dir.start(self.config.to_dict(), resume)
         distributed.from_main(None, self.ranks)  # the others wait for the directory
         if resume:
-            self.restore()
+            self._restore()
         elif weights is not None:
-            self.start_from(weights)
+            self._start_from(weights)
             log.info(
                 "weights from %s; optimiser, schedule and counters start fresh",
                 self.config.train.init_from,
@@ -217,37 +232,32 @@ class Trainer:
     def fit(self) -> TrainResult:
         """Train epochs until a stop. SIGINT/SIGTERM ask to stop after the current update:
         the state is saved and Interrupted raised."""
-        self.log_start()
+        self._log_start()
         self.session_start = time.monotonic()
         history: list[dict] = []
         tensorboard = self.config.train.tensorboard and self.ranks.main
         with self.signals, Board(self.run_dir.path, tensorboard) as board:
-            while (stop := self.stop_before_epoch()) is None:
-                plan, order = self.start_epoch()
-                with self.progress_bar(len(order)) as bar:
-                    for group in self.update_groups(order):
+            while (stop := self.stop_reason()) is None:
+                plan, updates = self.start_epoch()
+                with self._progress_bar(len(plan)) as bar:
+                    for group in updates:
                         self.update(plan, group)
                         bar.update(len(group))
-                        self.log_update(bar, board)
-                        self.save_when_due()
-                        if self.state.position < len(order) and (stop := self.stop_requested()):
+                        self._log_update(bar, board)
+                        self._save_when_due()
+                        if self.state.position < len(plan) and (stop := self.stop_reason(True)):
                             break
-                if stop is StopReason.SIGNAL:
-                    self.interrupt()
+                history.append(self.end_epoch(board, stop))
                 if stop is not None:
-                    history.append(self.cut_short(board))
                     break
-                history.append(self.end_epoch(board))
         message = stop.message(self.config)
         return TrainResult(
             self.run_dir.path, self.state, stop, message, len(self.data.train), history
         )
 
-    def log_start(self) -> None:
+    def _log_start(self) -> None:
         data, train_cfg = self.data, self.config.train
-        log.info(
-            "precision %s (%s)", self.precision, precision.reason(train_cfg.precision, self.device)
-        )
+        log.info("precision %s (%s)", self.precision, self.precision_reason)
         if self.ranks.main and (slow := precision.slow_bf16_warning(self.precision, self.device)):
             log.warning(slow)
         if train_cfg.pad_to_multiple > 1:
@@ -284,43 +294,39 @@ class Trainer:
             )
 
     # ---- stopping ----------------------------------------------------------------------
-    def stop_before_epoch(self) -> StopReason | None:
-        """Whether the run is over before another epoch starts, as one decision for all
-        ranks (the counters are shared; each rank's clock is not, so the budget is agreed)."""
+    def stop_reason(self, mid_epoch: bool = False) -> StopReason | None:
+        """Whether the run stops now, and why. Between epochs: at train.max_epochs, after
+        train.patience epochs without a better validation BLEU, or past the budget (time or
+        train.max_updates; a new run makes one update first). Mid-epoch: on SIGINT/SIGTERM
+        or past the budget. One decision for all ranks: the counters are shared, but each
+        rank has its own clock and signals, so the highest wish wins."""
         train_cfg, state = self.config.train, self.state
-        if state.epoch >= train_cfg.max_epochs:
+        if not mid_epoch and state.epoch >= train_cfg.max_epochs:
             return StopReason.MAX_EPOCHS
-        if state.bad_epochs >= train_cfg.patience:
+        if not mid_epoch and state.bad_epochs >= train_cfg.patience:
             return StopReason.EARLY_STOPPING
-        used = state.step > 0 and self.budget_used()  # a new run makes one update
-        if distributed.highest(int(used), self.ranks):
-            return self.budget_reason()
-        return None
-
-    def stop_requested(self) -> StopReason | None:
-        """A signal or the budget, mid-epoch, as one decision for all ranks."""
-        wish = 2 if self.signals.requested is not None else int(self.budget_used())
-        decided = distributed.highest(wish, self.ranks)
+        signalled = mid_epoch and self.signals.requested is not None
+        over_budget = (mid_epoch or state.step > 0) and self._budget_used()
+        decided = distributed.highest(2 if signalled else int(over_budget), self.ranks)
         if decided == 2:
             return StopReason.SIGNAL
-        return self.budget_reason() if decided == 1 else None
+        if decided == 1:
+            return StopReason.MAX_UPDATES if self._updates_used() else StopReason.TIME_BUDGET
+        return None
 
-    def updates_used(self) -> bool:
+    def _updates_used(self) -> bool:
         """At train.max_updates (0: no limit)."""
         return 0 < self.config.train.max_updates <= self.state.step
 
-    def budget_used(self) -> bool:
+    def _budget_used(self) -> bool:
         """Past the time budget or at train.max_updates."""
-        return self.elapsed() > self.budget_s or self.updates_used()
+        return self._elapsed() > self.budget_s or self._updates_used()
 
-    def budget_reason(self) -> StopReason:
-        return StopReason.MAX_UPDATES if self.updates_used() else StopReason.TIME_BUDGET
-
-    def elapsed(self) -> float:
+    def _elapsed(self) -> float:
         """Seconds of the run so far, every session together."""
         return self.session_elapsed + time.monotonic() - self.session_start
 
-    def interrupt(self) -> None:
+    def _interrupt(self) -> None:
         """Save the exact state, then stop with a line that says how to continue."""
         self.save()
         signal = self.signals.requested
@@ -335,55 +341,57 @@ class Trainer:
         raise Interrupted(message, int(signal))
 
     # ---- updates -----------------------------------------------------------------------
-    def start_epoch(self) -> tuple[Batches, list[int]]:
-        """The epoch's batches (weighted corpora: this epoch's draw) and their seeded order."""
+    def start_epoch(self) -> tuple[Batches, list[list[int]]]:
+        """The epoch's batches (weighted corpora: this epoch's draw) and its updates left,
+        from the saved position in its seeded order: each the next `train.update_freq`
+        batches for each rank."""
         self.model.train()
         plan = self.data.train.epoch(self.state.epoch)
-        return plan, epoch_order(len(plan), self.config.train.seed, self.state.epoch)
-
-    def update_groups(self, order: list[int]) -> list[list[int]]:
-        """The batches of each update left in the epoch, from the saved position: the next
-        `update_freq` of them for each rank."""
+        order = epoch_order(len(plan), self.config.train.seed, self.state.epoch)
         per_update = self.config.train.update_freq * self.ranks.world
         starts = range(self.state.position, len(order), per_update)
-        return [order[start : start + per_update] for start in starts]
+        return plan, [order[start : start + per_update] for start in starts]
 
     def update(self, plan: Batches, group: list[int]) -> None:
-        """One optimiser update over the batches `group` of `plan` (this rank's share of
-        them), or none if it runs out of memory (oom.py); the epoch's counters advanced."""
+        """One update over the batches `group` of `plan` as `fit` makes it: this rank's
+        share of them stepped, or skipped if it runs out of memory (oom.py); the epoch's
+        counters advanced."""
         began = time.perf_counter()
         share = group
         if self.ranks.active:
             share = distributed.deal(group, plan.tokens, self.ranks.world)[self.ranks.rank]
         tokens = int(plan.tokens[group].sum())
         batches = [plan[i] for i in share] or [plan[group[0]]]
-        step = partial(self.train_step, batches, tokens, bool(share))
-        self.epoch_loss += self.memory.step_or_skip(step, self.optimizer, self.state, len(batches))
+        with self.memory.skipped_if_out_of_memory(self.optimizer, self.state, len(batches)):
+            self.epoch_loss += self.step(batches, tokens, bool(share))
         self.state.position += len(group)
         self.state.epoch_tokens += tokens
         self.state.epoch_seconds += time.perf_counter() - began
 
-    def train_step(
+    def step(
         self, batches: list[Batch], tokens: int | None = None, counted: bool = True
     ) -> torch.Tensor:
-        """One optimiser update over this rank's `batches`, the loss normalised by the
-        `tokens` of the whole update (all ranks; default: these batches'). `counted` False:
-        a stand-in batch for a rank with no share of this update, its loss multiplied by 0,
-        so the rank still joins the gradient all-reduce. Returns the summed loss, left on
-        the device (no sync)."""
+        """One optimiser update over `batches`: for each, forward, loss and backward; then
+        clipping, AdamW's step and the weights' average (train.ema). The loss is normalised
+        by the `tokens` of the whole update (all ranks'; default: these batches'), so an
+        update over several batches is one over their tokens. `counted` False: a stand-in
+        batch for a rank with no share of the update, its loss multiplied by 0, so the rank
+        still joins the gradient all-reduce. Returns the summed loss, left on the device
+        (no sync)."""
         self.state.step += 1
         self.schedule.before_update(self.state.step)
         tokens = tokens or sum(b.n_tokens for b in batches)
         total = torch.zeros((), device=self.device)
         for j, batch in enumerate(batches):
-            last = j == len(batches) - 1
+            last = j == len(batches) - 1  # under DDP, gradients are all-reduced after the last
             with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
-                if self.graphed:
+                if self.graphed:  # train.cuda_graphs: forward, loss and backward replayed
                     loss_sum = self.graphed(batch, tokens)
                 else:
                     on = batch.to(self.device, non_blocking=True)
-                    args = (on.src, on.tgt_in, on.src_mask, on.tgt_out, tokens, counted)
-                    loss_sum = self.forward_backward(*args)
+                    loss_sum = self.compiled_loss(on.src, on.tgt_in, on.src_mask, on.tgt_out)
+                    # DDP averages gradients over ranks: × world makes them the update's sum
+                    (loss_sum / tokens * self.ranks.world * counted).backward()
             total += loss_sum.detach() * counted
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
         self.optimizer.step()
@@ -392,28 +400,13 @@ class Trainer:
             self.ema.update()
         return total
 
-    def forward_backward(
-        self,
-        src: torch.Tensor,
-        tgt_in: torch.Tensor,
-        src_mask: torch.Tensor,
-        tgt_out: torch.Tensor,
-        tokens: int | torch.Tensor,
-        counted: bool = True,
-    ) -> torch.Tensor:
-        """One batch's summed loss, its gradients (normalised by the update's `tokens`)
-        added to the parameters'. What a CUDA graph records (graphs.py)."""
-        loss_sum = self.batch_loss(src, tgt_in, src_mask, tgt_out)
-        # DDP averages gradients over ranks: × world makes them the update's sum
-        (loss_sum / tokens * self.ranks.world * counted).backward()
-        return loss_sum
-
-    def loss_of(
+    def loss(
         self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor, tgt_out: torch.Tensor
     ) -> torch.Tensor:
         """The summed training loss of one batch (model/loss.py), the forward pass in the
         run's precision; twice over with R-Drop (train.rdrop); against the teacher's
-        distributions too with word-level distillation (train.teacher)."""
+        distributions too with word-level distillation (train.teacher). What train.compile
+        compiles (compiled.py)."""
         train_cfg = self.config.train
         inputs = (src, tgt_in, src_mask)
         with self.autocast:
@@ -429,7 +422,21 @@ class Trainer:
             )
         return sequence_loss(logits, tgt_out, train_cfg.label_smoothing)
 
-    def progress_bar(self, batches: int) -> tqdm:
+    def _recorded_step(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt_out: torch.Tensor,
+        tokens: int | torch.Tensor,
+    ) -> torch.Tensor:
+        """One batch's forward, loss and backward as `step` runs them: what a CUDA graph
+        records (graphs.py)."""
+        loss_sum = self.compiled_loss(src, tgt_in, src_mask, tgt_out)
+        (loss_sum / tokens * self.ranks.world).backward()
+        return loss_sum
+
+    def _progress_bar(self, batches: int) -> tqdm:
         return tqdm(
             total=batches,
             initial=self.state.position,
@@ -440,13 +447,13 @@ class Trainer:
             dynamic_ncols=True,
         )
 
-    def log_update(self, bar: tqdm, board: Board) -> None:
+    def _log_update(self, bar: tqdm, board: Board) -> None:
         """Every train.log_every updates (and the first): the loss, the learning rate and
         tokens/s on the progress bar and TensorBoard, and the NaN check."""
         step = self.state.step
         if step % self.config.train.log_every == 0 or step == 1:
-            loss = self.global_loss()  # the one host-device sync, every log_every steps
-            self.check_finite(loss)
+            loss = self._global_loss()  # the one host-device sync, every log_every steps
+            self._check_finite(loss)
             seconds = max(self.state.epoch_seconds, 1e-9)
             per_token = loss / max(1, self.state.epoch_tokens)
             tokens_per_s = self.state.epoch_tokens / seconds
@@ -457,16 +464,16 @@ class Trainer:
         if step == 1:
             log.info("first update %.1f s after start-up began", time.perf_counter() - self.created)
 
-    def save_when_due(self) -> None:
+    def _save_when_due(self) -> None:
         every = self.config.train.save_every
         if every and self.state.step % every == 0:
             self.save()
 
-    def global_loss(self) -> float:
+    def _global_loss(self) -> float:
         """The epoch's summed training loss so far, over all ranks."""
         return distributed.sum_all(self.epoch_loss, self.ranks)
 
-    def check_finite(self, loss: float) -> None:
+    def _check_finite(self, loss: float) -> None:
         if not math.isfinite(loss):
             last = self.run_dir.last
             kept = f"the last good checkpoint is {last}" if last.exists() else "nothing was saved"
@@ -476,42 +483,38 @@ class Trainer:
             )
 
     # ---- the end of an epoch -----------------------------------------------------------
-    def end_epoch(self, board: Board) -> dict:
-        """Validate, step the schedule, update early stopping's count, save: best.pt and the
-        snapshot before last.pt, so a kill in between is redone from the previous last.pt
-        with the same outcome. Returns the epoch's metrics row."""
-        result = self.validate()
-        row = self.metrics_row(result, complete=True)
-        average_best = self.validate_average(row)
-        self.check_finite(row["train_loss"])
+    def end_epoch(self, board: Board, stop: StopReason | None) -> dict:
+        """The epoch's end, complete (`stop` None) or cut short by `stop`: validate, save,
+        write the metrics; the epoch's row returned. A complete epoch also steps the schedule
+        and early stopping's count; best.pt and the snapshot are written before last.pt, so
+        a kill in between is redone from the previous last.pt with the same outcome. One cut
+        short saves its exact state first and validates the weights as they are, leaving the
+        state as if the cut had not happened, so a resumed run goes on identically. A signal
+        saves and raises Interrupted instead."""
+        if stop is StopReason.SIGNAL:
+            self._interrupt()
+        complete = stop is None
+        saved = None if complete else self.save()
+        result = self._validate()
+        row = self._metrics_row(result, complete)
+        average_best = self._validate_average(row)
+        self._check_finite(row["train_loss"])
         improved = self.state.improved_by(result.bleu, result.loss)
-        self.state.finish_epoch(row, improved, average_best)
-        self.epoch_loss.zero_()
-        self.schedule.after_epoch(result.loss, result.bleu, self.state.step)
-        payload = self.payload()
+        if complete:
+            self.state.finish_epoch(row, improved, average_best)
+            self.epoch_loss.zero_()
+            self.schedule.after_epoch(result.loss, result.bleu, self.state.step)
+        payload = saved or self._payload()
+        rows = self.state.history if complete else [*self.state.history, row]
         if self.ranks.main:
-            self.write_weights(payload, improved, self.state.epoch, average_best)
-            self.run_dir.save(payload)
-            self.run_dir.write_metrics(self.state.history)
-        self.log_validation(board, row, result, improved)
+            self._write_weights(payload, improved, row["epoch"], average_best)
+            if complete:
+                self.run_dir.save(payload)
+            self.run_dir.write_metrics(rows)
+        self._log_validation(board, row, result, improved)
         return row
 
-    def cut_short(self, board: Board) -> dict:
-        """Out of budget mid-epoch: save the exact state first, then validate the weights as
-        they are for best.pt, a snapshot and a metrics row marked incomplete. The state is
-        left as if the cut had not happened, so a resumed run goes on identically."""
-        payload = self.save()
-        result = self.validate()  # of the weights in `payload`
-        row = self.metrics_row(result, complete=False)
-        average_best = self.validate_average(row)
-        improved = self.state.improved_by(result.bleu, result.loss)
-        if self.ranks.main:
-            self.write_weights(payload, improved, self.state.epoch + 1, average_best)
-            self.run_dir.write_metrics([*self.state.history, row])
-        self.log_validation(board, row, result, improved)
-        return row
-
-    def validate(self, model: torch.nn.Module | None = None) -> Validation:
+    def _validate(self, model: torch.nn.Module | None = None) -> Validation:
         """Validation loss and greedy BLEU (decode.beam is for translate and eval) of the
         model being trained, or of `model` (the weights' average)."""
         greedy = replace(self.config.decode, beam=1)
@@ -526,34 +529,34 @@ class Trainer:
             )
         result = distributed.from_main(result, self.ranks)
         self.model.train()
-        self.check_finite(result.loss)
+        self._check_finite(result.loss)
         return result
 
-    def validate_average(self, row: dict) -> bool:
+    def _validate_average(self, row: dict) -> bool:
         """With train.ema, validate the weights' average too, into `row`'s ema_ columns;
         whether it beats the average's best validation BLEU so far."""
         if not self.ema:
             return False
-        result = self.validate(self.ema.model)
+        result = self._validate(self.ema.model)
         row["ema_valid_loss"], row["ema_valid_bleu"] = result.loss, result.bleu
         return result.bleu > self.state.best_ema_bleu
 
-    def metrics_row(self, result: Validation, complete: bool) -> dict:
+    def _metrics_row(self, result: Validation, complete: bool) -> dict:
         state = self.state
         return {
             "epoch": state.epoch + 1,
             "complete": int(complete),
             "step": state.step,
             "lr": self.schedule.lr,
-            "train_loss": self.global_loss() / max(1, state.epoch_tokens),
+            "train_loss": self._global_loss() / max(1, state.epoch_tokens),
             "valid_loss": result.loss,
             "valid_bleu": result.bleu,
             "train_tokens_per_s": state.epoch_tokens / max(state.epoch_seconds, 1e-9),
             "skipped_batches": state.skipped,
-            "minutes": self.elapsed() / 60,
+            "minutes": self._elapsed() / 60,
         }
 
-    def write_weights(self, payload: dict, improved: bool, epoch: int, average_best: bool) -> None:
+    def _write_weights(self, payload: dict, improved: bool, epoch: int, average_best: bool) -> None:
         if improved:
             self.run_dir.save_best(payload)
         if average_best:
@@ -561,7 +564,7 @@ class Trainer:
         if self.config.train.keep_last:
             self.run_dir.save_snapshot(payload, epoch, self.config.train.keep_last)
 
-    def log_validation(self, board: Board, row: dict, result: Validation, improved: bool) -> None:
+    def _log_validation(self, board: Board, row: dict, result: Validation, improved: bool) -> None:
         board.validation(self.state.step, result.loss, result.bleu)
         average = f", EMA {row['ema_valid_bleu']:.2f}" if "ema_valid_bleu" in row else ""
         log.info(
@@ -580,13 +583,13 @@ class Trainer:
         )
 
     # ---- checkpoints -------------------------------------------------------------------
-    def payload(self) -> dict:
+    def _payload(self) -> dict:
         """Everything last.pt holds; the loss so far summed over all ranks (collective:
         every rank calls it)."""
         state = self.state
-        state.epoch_loss = self.global_loss()
-        self.check_finite(state.epoch_loss)
-        state.elapsed = self.elapsed()
+        state.epoch_loss = self._global_loss()
+        self._check_finite(state.epoch_loss)
+        state.elapsed = self._elapsed()
         rng = distributed.gather(random_state(), self.ranks)  # one per rank
         return training_payload(
             self.config, self.data, self.model, self.optimizer, self.schedule, state, rng, self.ema
@@ -595,13 +598,13 @@ class Trainer:
     def save(self) -> dict:
         """last.pt, then metrics.tsv from the history it holds (rank 0 writes). Returns
         what was saved."""
-        payload = self.payload()
+        payload = self._payload()
         if self.ranks.main:
             self.run_dir.save(payload)
             self.run_dir.write_metrics(self.state.history)
         return payload
 
-    def restore(self) -> None:
+    def _restore(self) -> None:
         """Continue from last.pt exactly: weights, optimiser, schedule, counters, position
         and this rank's random state."""
         payload = self.run_dir.load()
@@ -632,7 +635,7 @@ class Trainer:
         if self.ranks.main:
             self.run_dir.write_metrics(self.state.history)  # drop rows after last.pt
 
-    def start_from(self, weights: dict) -> None:
+    def _start_from(self, weights: dict) -> None:
         """Fine-tuning: these weights (and the average starting from them)."""
         self.model.load_state_dict(weights)
         if self.ema:
