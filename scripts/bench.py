@@ -301,7 +301,8 @@ def main() -> None:
     device = pick_device(config.train.device)
     data_dir = Path(config.data.dir)
     if not tokenizer_file(data_dir, "zh").is_file():
-        print(f"preparing {', '.join(config.data.inputs)} into {data_dir} ...", flush=True)
+        names = ", ".join(c.name for c in config.data.inputs)
+        print(f"preparing {names} into {data_dir} ...", flush=True)
         prepare(config.data)
 
     peak, peak_name = matmul_peak(device)

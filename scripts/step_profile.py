@@ -40,7 +40,6 @@ from step_measures import bf16_measured, flops_per_token, matmul_peak, tokens_pe
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from translator.config import Config
-from translator.corpora import parse_corpora
 from translator.corpus.pipeline import prepare
 from translator.data.dataset import load_training_data
 from translator.data.layout import tokenizer_file
@@ -123,8 +122,7 @@ def count_dispatch(trainer: Trainer, updates: int) -> tuple[float, float, Dispat
     """aten ops and host syncs per update, over `updates` of the Trainer's own updates
     (Trainer.update: batch to device, forward, loss, backward, clipping, AdamW) run once
     before, and the counter (its syncs and seconds)."""
-    plan, order = trainer.start_epoch()
-    groups = trainer.update_groups(order)
+    plan, groups = trainer.start_epoch()
     trainer.update(plan, groups[0])  # the first update makes the optimiser's state
     counted = groups[1 : updates + 1]
     for group in counted:  # once before counting: kernels built per shape are built
@@ -170,12 +168,12 @@ def compiled_counts(trainer: Trainer, static: bool, most: int) -> tuple[int, int
     picked += again[1:2]
     batch = plan[picked[0]].to(trainer.device)
     inputs = (batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
-    breaks = torch._dynamo.explain(trainer.loss_of)(*inputs).graph_break_count
+    breaks = torch._dynamo.explain(trainer.loss)(*inputs).graph_break_count
     torch._dynamo.reset()
     counter = GraphCounter()
     saved = torch._dynamo.config.recompile_limit
     torch._dynamo.config.recompile_limit = max(saved, len(picked) + 1)
-    step = torch.compile(trainer.loss_of, backend=counter, fullgraph=True, dynamic=not static)
+    step = torch.compile(trainer.loss, backend=counter, fullgraph=True, dynamic=not static)
     for i in picked:
         batch = plan[i].to(trainer.device)
         step(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out)
@@ -187,7 +185,7 @@ def compiled_counts(trainer: Trainer, static: bool, most: int) -> tuple[int, int
 def with_corpus(config: Config, pairs: int, work: Path) -> Config:
     """`config`, given a made corpus of `pairs` pairs (prepared under `work`) if one of its
     inputs is missing; prepared first if it is not."""
-    if not all(Path(p).is_file() for c in parse_corpora(config.data.inputs) for p in c.paths):
+    if not all(Path(p).is_file() for c in config.data.inputs for p in c.paths):
         corpus = work / f"corpus-{pairs}.tsv"
         if not corpus.is_file():
             work.mkdir(parents=True, exist_ok=True)
@@ -197,7 +195,8 @@ def with_corpus(config: Config, pairs: int, work: Path) -> Config:
             config, data__inputs=[str(corpus)], data__dir=str(work / f"prepared-{pairs}")
         )
     if not tokenizer_file(Path(config.data.dir), "zh").is_file():
-        print(f"preparing {', '.join(config.data.inputs)} into {config.data.dir} ...", flush=True)
+        names = ", ".join(c.name for c in config.data.inputs)
+        print(f"preparing {names} into {config.data.dir} ...", flush=True)
         prepare(config.data)
     return config
 

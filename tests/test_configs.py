@@ -206,7 +206,24 @@ RULES = [
             "weight_decay)"
         ),
     ),
-    ({"nope": {}}, "unknown config section 'nope' (known: data, model, train, decode, serve)"),
+    (
+        {"nope": {}},
+        "unknown config section 'nope' (known: data, model, train, decode, serve, distill)",
+    ),
+    (
+        {"distill": {"nbest": 5, "beam": 4}},
+        "distill.nbest (5) must be at most distill.beam (4): the search keeps only that many "
+        "hypotheses",
+    ),
+    (
+        {"distill": {"select": "bleu"}},
+        "config key 'distill.select' must be one of chrf, length, got 'bleu'",
+    ),
+    ({"distill": {"shard_size": 0}}, "config key 'distill.shard_size' must be positive, got 0"),
+    (
+        {"distill": {"keep_original": -1}},
+        "config key 'distill.keep_original' must be >= 0 (0: off), got -1.0",
+    ),
     (
         {"data": {"inputs": [{"path": "a", "weight": 0}]}},
         "config key 'data.inputs[0].weight' must be a number above 0, got 0",
@@ -230,3 +247,38 @@ def test_the_python_api_settings_are_checked_as_the_config_is():
     DecodeConfig(beam=5, nbest=5).check()
     with pytest.raises(UserError, match="must be at most decode.beam"):
         DecodeConfig(beam=2, nbest=3).check()
+
+
+def test_data_inputs_are_parsed_once_and_recorded_as_written(tmp_path):
+    """Each entry a Corpus however the config was made (TOML, --set, code); to_dict writes
+    them back as TOML entries, so config.json reads back to the same config."""
+    from translator.config import DataConfig
+    from translator.corpora import Corpus
+
+    toml = tmp_path / "c.toml"
+    toml.write_text(
+        '[data]\ninputs = ["a.tsv", {path = "b.tsv", weight = 0.5}]\n', encoding="utf-8"
+    )
+    more = '{src = "c.en", tgt = "c.zh", train_only = true}'
+    config = load(toml, [f'data.inputs=["a.tsv", {{path = "b.tsv", weight = 0.5}}, {more}]'])
+    assert config.data.inputs == [
+        Corpus(("a.tsv",)),
+        Corpus(("b.tsv",), 0.5),
+        Corpus(("c.en", "c.zh"), 1.0, train_only=True),
+    ]
+    recorded = config.to_dict()["data"]["inputs"]
+    assert recorded == [
+        "a.tsv",
+        {"path": "b.tsv", "weight": 0.5},
+        {"src": "c.en", "tgt": "c.zh", "weight": 1.0, "train_only": True},
+    ]
+    assert from_dict(config.to_dict()) == config
+    assert DataConfig(inputs=["a.tsv"]).inputs == [Corpus(("a.tsv",))]
+
+
+def test_distill_settings_come_from_the_config_and_set(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('[distill]\nteacher = "t.pt"\nnbest = 5\n', encoding="utf-8")
+    config = load(toml, ["distill.select=length", "distill.out=made"])
+    assert (config.distill.teacher, config.distill.out) == ("t.pt", "made")
+    assert (config.distill.nbest, config.distill.beam, config.distill.select) == (5, 5, "length")

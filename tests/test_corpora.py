@@ -120,8 +120,8 @@ def test_train_plans_epochs_with_the_weights(tmp_path, two_corpora):
     assert sorted(np.concatenate(train.epoch(0).groups).tolist()) == sorted(
         list(range(a + b)) + [i for i in range(a + b) for _ in range(2) if train.corpus[i] == 1]
     )
-    changed = [{"path": data.inputs[0], "weight": 0.5}]
-    changed.append(data.inputs[1] | {"weight": 1})
+    changed = [{"path": data.inputs[0].paths[0], "weight": 0.5}]
+    changed.append(data.inputs[1].entry() | {"weight": 1})
     config = tiny_config(tmp_path, data={"dir": data.dir, "inputs": changed})
     assert train_corpora(config, data.dir)[1] == [0.5, 1.0]  # edited: no new prepare
     assert load_training_data(config).train.epoch(0).pairs == round(a / 2) + b
@@ -183,7 +183,10 @@ def test_a_weighted_epoch_is_what_train_runs_and_resume_draws_the_same(tmp_path,
     from translator.training.trainer import train
 
     data, _ = two_corpora
-    inputs = [{"path": data.inputs[0], "weight": 0.5}, data.inputs[1] | {"weight": 2}]
+    inputs = [
+        {"path": data.inputs[0].paths[0], "weight": 0.5},
+        data.inputs[1].entry() | {"weight": 2},
+    ]
     config = tiny_config(
         tmp_path, data={"dir": data.dir, "inputs": inputs}, train={"max_epochs": 2}
     )

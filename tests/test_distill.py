@@ -26,7 +26,7 @@ from translator.data.ids import up_to_date
 from translator.data.layout import read_split, split_file
 from translator.distill import pipeline
 from translator.distill.filters import filter_outputs
-from translator.distill.pipeline import DistillSettings, distill
+from translator.distill.pipeline import Distilled, distill
 from translator.distill.selection import closest, not_shorter
 from translator.errors import UserError
 from translator.inference.text import Hypothesis
@@ -52,10 +52,21 @@ def trained(tmp_path_factory) -> Path:
 
 
 def teacher_config(trained: Path, **data) -> object:
-    """The config the fixture's teacher trained with (its data), decoding with beam 2."""
+    """The config the fixture's teacher trained with (its data), decoding with beam 2 (the
+    teacher's, distill.beam, too)."""
     config = from_dict(load_checkpoint(trained)["config"])
     decode = dataclasses.replace(config.decode, beam=2, split=False, batch_size=16)
-    return dataclasses.replace(config, decode=decode, data=dataclasses.replace(config.data, **data))
+    data_cfg = dataclasses.replace(config.data, **data)
+    teaching = dataclasses.replace(config.distill, beam=2)
+    return dataclasses.replace(config, decode=decode, data=data_cfg, distill=teaching)
+
+
+def distilled(config, teacher: Path, out: Path, resume: bool = False, **settings) -> Distilled:
+    """`distill` with distill.teacher, distill.out and `settings` in the config, checked as
+    the loader checks a config."""
+    more = {"teacher": str(teacher), "out": str(out), **settings}
+    config = dataclasses.replace(config, distill=dataclasses.replace(config.distill, **more))
+    return distill(from_dict(config.to_dict()), resume=resume, progress=False)
 
 
 def files_of(directory: Path) -> dict[str, bytes]:
@@ -65,7 +76,7 @@ def files_of(directory: Path) -> dict[str, bytes]:
 def test_distilled_directory_keeps_held_out_splits_and_train_english(trained, tmp_path):
     config = teacher_config(trained)
     data, out = Path(config.data.dir), tmp_path / "distilled"
-    result = distill(config, DistillSettings(trained, out, shard_size=64), progress=False)
+    result = distilled(config, trained, out, shard_size=64)
 
     for name in ["valid.en", "valid.zh", "test.en", "test.zh", "spm.en.model", "spm.zh.model"]:
         assert (out / name).read_bytes() == (data / name).read_bytes(), name
@@ -95,7 +106,7 @@ def test_the_teacher_writes_train_targets_as_it_translates(trained, tmp_path):
 
     config = teacher_config(trained)
     out = tmp_path / "distilled"
-    distill(config, DistillSettings(trained, out, shard_size=1000), progress=False)
+    distilled(config, trained, out, shard_size=1000)
     en, zh = read_split(out, "train")
     teacher = Translator.from_checkpoint(trained, "cpu", config.decode)
     assert zh[:40] == teacher.translate(en[:40])
@@ -108,7 +119,7 @@ class Killed(Exception):
 def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatch):
     config = teacher_config(trained)
     whole = tmp_path / "whole"
-    first = distill(config, DistillSettings(trained, whole, shard_size=50), progress=False)
+    first = distilled(config, trained, whole, shard_size=50)
     lines = first.stats["distilled"]["translated"]
     assert first.shards_translated == -(-lines // 50) == 6
 
@@ -127,7 +138,7 @@ def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatc
     stopped = tmp_path / "stopped"
     monkeypatch.setattr(pipeline, "translate_shards", killed_in_the_third_shard)
     with pytest.raises(Killed):
-        distill(config, DistillSettings(trained, stopped, shard_size=50), progress=False)
+        distilled(config, trained, stopped, shard_size=50)
     monkeypatch.setattr(pipeline, "translate_shards", real)
     work = stopped / ".distill"
     assert sorted(p.name for p in work.glob("shard-*")) == ["shard-000000.zh", "shard-000001.zh"]
@@ -135,10 +146,8 @@ def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatc
     (work / ".shard-000002.zh.x1.tmp").write_text("half a shard\n")  # killed mid-write
 
     with pytest.raises(UserError, match="--resume continues it"):
-        distill(config, DistillSettings(trained, stopped, shard_size=50), progress=False)
-    resumed = distill(
-        config, DistillSettings(trained, stopped, shard_size=50, resume=True), progress=False
-    )
+        distilled(config, trained, stopped, shard_size=50)
+    resumed = distilled(config, trained, stopped, shard_size=50, resume=True)
     assert resumed.shards_translated == 4
     assert files_of(stopped) == files_of(whole)
     for k in range(6):
@@ -149,12 +158,11 @@ def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatc
 def test_resume_refuses_other_settings(trained, tmp_path):
     config = teacher_config(trained)
     out = tmp_path / "distilled"
-    distill(config, DistillSettings(trained, out, shard_size=100), progress=False)
+    distilled(config, trained, out, shard_size=100)
     with pytest.raises(UserError, match="shard_size differ"):
-        distill(config, DistillSettings(trained, out, shard_size=50, resume=True), progress=False)
-    other = dataclasses.replace(config, decode=dataclasses.replace(config.decode, beam=3))
+        distilled(config, trained, out, shard_size=50, resume=True)
     with pytest.raises(UserError, match="decode differ"):
-        distill(other, DistillSettings(trained, out, shard_size=100, resume=True), progress=False)
+        distilled(config, trained, out, shard_size=100, beam=3, resume=True)
 
 
 def test_filters_drop_and_count_each_reason():
@@ -178,9 +186,7 @@ def test_filters_drop_and_count_each_reason():
 def test_keep_original_mixes_the_human_pairs_back_in_with_their_weight(trained, tmp_path):
     config = teacher_config(trained)
     data, out = Path(config.data.dir), tmp_path / "distilled"
-    result = distill(
-        config, DistillSettings(trained, out, shard_size=100, keep_original=0.5), progress=False
-    )
+    result = distilled(config, trained, out, shard_size=100, keep_original=0.5)
     made = result.stats["distilled"]
     en, zh = read_split(out, "train")
     original = read_split(data, "train")
@@ -232,16 +238,16 @@ def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, t
         trained, tmp_path, lambda i, h, ref: h[1].text if i % 2 and len(h) > 1 else ref
     )
     out = tmp_path / "distilled"
-    result = distill(config, DistillSettings(trained, out, nbest=2), progress=False)
+    result = distilled(config, trained, out, nbest=2)
     assert result.stats["distilled"]["nbest"] == 2
     chrf = CHRF()
     expected = [closest(h, ref, chrf) for h, ref in zip(found, human, strict=True)]
     assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > len(found) // 4
     assert_train_is(out, english, expected)
     with pytest.raises(UserError, match="nbest differ"):
-        distill(config, DistillSettings(trained, out, nbest=1, resume=True), progress=False)
-    with pytest.raises(UserError, match="at most --beam"):
-        distill(config, DistillSettings(trained, tmp_path / "x", nbest=3), progress=False)
+        distilled(config, trained, out, nbest=1, resume=True)
+    with pytest.raises(UserError, match=r"distill.nbest \(3\) must be at most distill.beam"):
+        distilled(config, trained, tmp_path / "x", nbest=3)
 
 
 def test_not_shorter_takes_the_teachers_best_as_long_as_the_human_translation():
@@ -267,23 +273,22 @@ def test_select_length_gives_each_line_its_first_hypothesis_as_long_as_the_human
         trained, tmp_path, lambda i, h, ref: "人" * (len(h[1].text) if i % 2 and len(h) > 1 else 1)
     )
     out = tmp_path / "distilled"
-    settings = DistillSettings(trained, out, nbest=2, select="length")
-    result = distill(config, settings, progress=False)
+    result = distilled(config, trained, out, nbest=2, select="length")
     assert result.stats["distilled"]["select"] == "length"
     expected = [not_shorter(h, ref) for h, ref in zip(found, human, strict=True)]
     assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > 0
     assert_train_is(out, english, expected)
     with pytest.raises(UserError, match="select differ"):
-        distill(config, DistillSettings(trained, out, nbest=2, resume=True), progress=False)
-    with pytest.raises(UserError, match="--select must be one of chrf, length"):
-        distill(config, DistillSettings(trained, tmp_path / "x", nbest=2, select="longest"))
+        distilled(config, trained, out, nbest=2, resume=True)
+    with pytest.raises(UserError, match="'distill.select' must be one of chrf, length"):
+        distilled(config, trained, tmp_path / "x", nbest=2, select="longest")
 
 
 def test_a_student_trains_on_the_distilled_directory(trained, tmp_path):
     from translator.training.trainer import train
 
     out = tmp_path / "distilled"
-    distill(teacher_config(trained), DistillSettings(trained, out), progress=False)
+    distilled(teacher_config(trained), trained, out)
     student = tiny_config(
         tmp_path,
         data={"dir": str(out)},
@@ -300,11 +305,7 @@ def test_a_teacher_that_trained_on_held_out_sentences_is_refused(trained, tmp_pa
     other_split = dataclasses.replace(config.data, dir=str(tmp_path / "seed2"), seed=2)
     prepare(other_split)  # the same corpus split another way: its test was the teacher's train
     with pytest.raises(UserError, match="the teacher trained on"):
-        distill(
-            dataclasses.replace(config, data=other_split),
-            DistillSettings(trained, tmp_path / "out"),
-            progress=False,
-        )
+        distilled(dataclasses.replace(config, data=other_split), trained, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -328,7 +329,7 @@ def test_cli_distills_and_fails_in_one_line(trained, tmp_path):
     missing = run_cli(*args, "--out", "y", "--data", "nowhere", cwd=tmp_path)
     assert_one_line_error(missing, "no prepared data in nowhere")
     select = run_cli(*args, "--out", "z", "--nbest", "1", "--select", "bleu", cwd=tmp_path)
-    assert_one_line_error(select, "--select must be one of chrf, length")
+    assert_one_line_error(select, "'distill.select' must be one of chrf, length")
 
 
 def test_ctranslate2_teacher(trained, tmp_path):
@@ -338,18 +339,10 @@ def test_ctranslate2_teacher(trained, tmp_path):
     model_dir = tmp_path / "ct2"
     export(trained, model_dir)
     config = teacher_config(trained)
-    ct2 = dataclasses.replace(
-        config,
-        decode=dataclasses.replace(
-            config.decode, beam=1, engine="ctranslate2", model_dir=str(model_dir)
-        ),
-    )
-    torch_made = distill(
-        dataclasses.replace(config, decode=dataclasses.replace(config.decode, beam=1)),
-        DistillSettings(trained, tmp_path / "torch"),
-        progress=False,
-    )
-    ct2_made = distill(ct2, DistillSettings(model_dir, tmp_path / "ct2-made"), progress=False)
+    exported = {"engine": "ctranslate2", "model_dir": str(model_dir)}  # as --engine ct2 sets it
+    ct2 = dataclasses.replace(config, decode=dataclasses.replace(config.decode, **exported))
+    torch_made = distilled(config, trained, tmp_path / "torch", beam=1)
+    ct2_made = distilled(ct2, model_dir, tmp_path / "ct2-made", beam=1)
     assert ct2_made.stats["distilled"]["held_out_check"]["checked"] is True
     ours = read_split(tmp_path / "torch", "train")[1]
     theirs = read_split(tmp_path / "ct2-made", "train")[1]

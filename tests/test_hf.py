@@ -382,16 +382,17 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
 
     from translator.corpus.pipeline import prepare
     from translator.data.layout import read_split
-    from translator.distill.pipeline import DistillSettings, distill
+    from translator.distill.pipeline import distill
 
     directory, _, _ = opus_shaped(tmp_path)
     done = import_hf(directory, tmp_path / "opus.pt", target_token=">>cmn_Hans<<")
     write_tatoeba(tmp_path / "corpus.tsv", generated_pairs(120))
     loose = {"min_length_ratio": 0.0, "max_length_ratio": 1e9, "max_chars": 10_000}
     decode = {"beam": 1, "max_len_a": 0.0, "max_len_b": 2, "recase": False, "split": False}
-    config = tiny_config(tmp_path, data=loose, decode=decode)
+    teaching = {"teacher": str(done.path), "out": str(tmp_path / "distilled"), "beam": 1}
+    config = tiny_config(tmp_path, data=loose, decode=decode, distill=teaching)
     prepare(config.data)
-    out = distill(config, DistillSettings(done.path, tmp_path / "distilled"), progress=False)
+    out = distill(config, progress=False)
     made = out.stats["distilled"]
     assert made["held_out_check"] == {"checked": False, "teacher_data": "None"}  # not here
     teacher = Translator.from_checkpoint(done.path, torch.device("cpu"), config.decode)

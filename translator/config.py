@@ -23,7 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from translator.corpora import parse_corpora, rebase_entry
+from translator.corpora import Corpus, parse_corpora, rebase_entry
 from translator.errors import UserError
 
 DEFAULT_CONFIG = Path("configs/tiny.toml")
@@ -33,7 +33,7 @@ InputFormat = Literal["auto", "tatoeba", "anki", "jsonl", "tmx"]  # corpus/forma
 
 @dataclass
 class DataConfig:
-    inputs: list = field(default_factory=list)  # corpora read by `prepare` (corpora.py)
+    inputs: list[Corpus] = field(default_factory=list)  # corpora `prepare` reads (corpora.py)
     exclude: list[str] = field(default_factory=list)  # drop pairs with a sentence of these files
     format: InputFormat = "auto"  # of single files (a pair of files is plain text)
     dir: str = "data/prepared/default"  # where splits, tokenizers and stats.json go
@@ -56,8 +56,12 @@ class DataConfig:
     synthetic_placeholders: float = 0.1  # with placeholders: share of train pairs given ⦅n⦆
     src_prefix: str = ""  # a piece put before every source as its id (OPUS-MT's >>cmn_Hans<<)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """`inputs` entries are parsed when set, however the section is made or changed
+        (TOML, --set, code), so the rest of the package reads Corpus records."""
+        super().__setattr__(name, parse_corpora(value) if name == "inputs" else value)
+
     def check(self) -> None:
-        parse_corpora(self.inputs)
         _positive(
             "data",
             src_vocab_size=self.src_vocab_size,
@@ -199,7 +203,7 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
-    batch_size: int = 256  # sentences per decoding batch (256 was fastest on CPU, greedy and beam)
+    batch_size: int = 256  # sentences per decoding batch (docs/performance.md)
     beam: int = 1  # 1: greedy search; more: beam search with this many beams
     length_penalty: float = 0.6  # GNMT alpha for beam search: score = log P / ((5+len)/6)^alpha
     max_len_a: float = 1.5  # output limit: a * source tokens + b
@@ -242,10 +246,10 @@ class DecodeConfig:
         }
         for key, (ok, rule) in rules.items():
             _require(ok, f"config key 'decode.{key}' {rule}, got {getattr(self, key)}")
+        wrong = nbest_within_beam(self.nbest, self.beam, "decode.beam")
         _require(
-            self.sample or self.nbest <= self.beam,
-            f"decode.nbest ({self.nbest}) must be at most decode.beam ({self.beam}): the search "
-            "keeps only that many hypotheses (or sample with decode.sample)",
+            self.sample or wrong is None,
+            f"decode.nbest ({self.nbest}) {wrong} (or sample with decode.sample)",
         )
 
 
@@ -287,16 +291,36 @@ class ServeConfig:
 
 
 @dataclass
+class DistillConfig:
+    teacher: str = ""  # a checkpoint or run dir (its best.pt); an exported dir with engine ct2
+    out: str = ""  # the prepared directory `distill` writes (train a student with data.dir = it)
+    beam: int = 5  # the teacher's beam (decode.beam is the student's, for translate and eval)
+    nbest: int = 1  # more: of the teacher's n best, the one `select` picks (distill/selection.py)
+    select: Literal["chrf", "length"] = "chrf"  # by the human translation: closest or not shorter
+    keep_original: float = 0.0  # > 0: the human pairs mixed back in, seen this often an epoch
+    shard_size: int = 100_000  # train lines a shard, each written when done: what a kill loses
+
+    def check(self) -> None:
+        _positive("distill", beam=self.beam, nbest=self.nbest, shard_size=self.shard_size)
+        _require(
+            self.keep_original >= 0,
+            f"config key 'distill.keep_original' must be >= 0 (0: off), got {self.keep_original}",
+        )
+        _require_nbest_within_beam("distill.nbest", self.nbest, "distill.beam", self.beam)
+
+
+@dataclass
 class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
     def check(self) -> None:
         """Each section's rules, then those that join two sections."""
-        for section in (self.data, self.model, self.train, self.decode, self.serve):
+        for section in (self.data, self.model, self.train, self.decode, self.serve, self.distill):
             section.check()
         _require(
             not self.train.rdrop or bool(self.model.dropout),
@@ -304,12 +328,29 @@ class Config:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """As TOML would give it (what config.json records)."""
+        raw = dataclasses.asdict(self)
+        raw["data"]["inputs"] = [corpus.entry() for corpus in self.data.inputs]
+        return raw
 
 
 def _positive(section: str, **values: float) -> None:
     for key, value in values.items():
         _require(value > 0, f"config key '{section}.{key}' must be positive, got {value}")
+
+
+def nbest_within_beam(nbest: int, beam: int, beam_name: str = "the beam") -> str | None:
+    """The n-best rule, for every place that asks for n best (config, distill, serve's
+    requests): a beam search keeps `beam` hypotheses, so at most that many come back.
+    None, or what is wrong with `nbest`."""
+    if nbest <= beam:
+        return None
+    return f"must be at most {beam_name} ({beam}): the search keeps only that many hypotheses"
+
+
+def _require_nbest_within_beam(key: str, nbest: int, beam_key: str, beam: int) -> None:
+    wrong = nbest_within_beam(nbest, beam, beam_key)
+    _require(wrong is None, f"{key} ({nbest}) {wrong}")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -323,7 +364,7 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     and a Literal takes one of its values."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if kind is list:
+    if kind == list[Corpus]:  # each entry parsed by DataConfig
         if isinstance(value, list):
             return value
         raise UserError(f"config key '{key}' must be a list, got {value!r}")
@@ -388,6 +429,8 @@ PATH_KEYS = (
     ("train", "init_from"),
     ("train", "teacher"),
     ("decode", "model_dir"),
+    ("distill", "teacher"),
+    ("distill", "out"),
 )
 
 

@@ -34,9 +34,20 @@ class Corpus:
         """How stats.json and the summary name it: the file, or both files joined by " + "."""
         return " + ".join(self.paths)
 
+    def entry(self) -> str | dict[str, Any]:
+        """The corpus as a `data.inputs` entry (what config.json records)."""
+        if len(self.paths) == 1 and self.weight == 1.0 and not self.train_only:
+            return self.paths[0]
+        one = len(self.paths) == 1
+        files = {"path": self.paths[0]} if one else {"src": self.paths[0], "tgt": self.paths[1]}
+        return files | {"weight": self.weight} | ({"train_only": True} if self.train_only else {})
+
 
 def parse_corpus(key: str, entry: Any) -> Corpus:
-    """One `data.inputs` entry (`key` names it in errors, e.g. "data.inputs[2]")."""
+    """One `data.inputs` entry (`key` names it in errors, e.g. "data.inputs[2]"); a Corpus
+    is taken as it is."""
+    if isinstance(entry, Corpus):
+        return entry
     if isinstance(entry, str):
         return Corpus((entry,))
     if not isinstance(entry, dict):

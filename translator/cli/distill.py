@@ -27,15 +27,18 @@ ENGINES = {"torch": "torch", "ct2": "ctranslate2", "ctranslate2": "ctranslate2"}
 @user_errors
 def distill(
     teacher: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--teacher",
             metavar="RUN_DIR|CHECKPOINT",
-            help="The teacher: a checkpoint or run directory (its best.pt); with --engine "
-            "ct2, a directory written by `translator export`.",
+            help="The teacher (distill.teacher): a checkpoint or run directory (its best.pt); "
+            "with --engine ct2, a directory written by `translator export`.",
         ),
-    ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The prepared directory to write.")],
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="The prepared directory to write (distill.out)."),
+    ] = None,
     config_file: ConfigOpt = DEFAULT_CONFIG,
     data: Annotated[
         Path | None,
@@ -45,24 +48,26 @@ def distill(
             "(default: the config's data.dir; its filters are the config's).",
         ),
     ] = None,
-    beam: Annotated[int, typer.Option("--beam", help="The teacher's beam size.")] = 5,
+    beam: Annotated[
+        int | None, typer.Option("--beam", help="The teacher's beam size (distill.beam: 5).")
+    ] = None,
     nbest: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--nbest",
             help="1: the teacher's best translation. N > 1: of its N best, the one --select "
-            "picks by the human translation (N at most --beam).",
+            "picks by the human translation (N at most the beam; distill.nbest).",
         ),
-    ] = 1,
+    ] = None,
     select: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--select",
             help="With --nbest N > 1: chrf, the closest to the human translation by chrF "
             "(sequence-level interpolation); length, the teacher's best at least as long "
-            "as the human translation, else its longest.",
+            "as the human translation, else its longest (distill.select).",
         ),
-    ] = "chrf",
+    ] = None,
     length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
     batch_size: Annotated[
@@ -73,17 +78,20 @@ def distill(
         str, typer.Option("--engine", help="torch (a checkpoint) or ct2 (an exported model).")
     ] = "torch",
     shard_size: Annotated[
-        int,
-        typer.Option("--shard-size", help="Train lines a shard, each written when done."),
-    ] = 100_000,
+        int | None,
+        typer.Option(
+            "--shard-size", help="Train lines a shard, each written when done (distill.shard_size)."
+        ),
+    ] = None,
     keep_original: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--keep-original",
             metavar="WEIGHT",
-            help="Mix the human pairs back in, each seen WEIGHT times an epoch (0: not at all).",
+            help="Mix the human pairs back in, each seen WEIGHT times an epoch (0: not at "
+            "all; distill.keep_original).",
         ),
-    ] = 0.0,
+    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue after the last whole shard in OUT.")
     ] = False,
@@ -94,39 +102,30 @@ def distill(
 ):
     """Translate the train split with a teacher and write a prepared directory whose train
     targets are its translations (sequence-level knowledge distillation); valid and test
-    keep their human references. Train a student on it with data.dir = OUT."""
+    keep their human references. Train a student on it with data.dir = OUT. Every option
+    is also a key of the config's [distill] section."""
     if engine not in ENGINES:
         raise UserError(f"--engine must be torch or ct2, got {engine!r}")
-    if resume and overwrite:
-        raise UserError("--resume and --overwrite contradict each other")
-    from translator.distill.pipeline import DistillSettings
     from translator.distill.pipeline import distill as run_distill
 
-    ct2 = ENGINES[engine] == "ctranslate2"
     values = {
         "data.dir": None if data is None else str(data),
         "train.device": device,
-        "decode.beam": beam,
         "decode.length_penalty": length_penalty,
         "decode.batch_size": batch_size,
         "decode.engine": ENGINES[engine],
-        "decode.model_dir": str(teacher) if ct2 else None,
-        "decode.split": False,  # a train line is one example, translated whole
-        "decode.nbest": 0,
+        "decode.model_dir": str(teacher) if teacher and ENGINES[engine] == "ctranslate2" else None,
+        "distill.teacher": None if teacher is None else str(teacher),
+        "distill.out": None if out is None else str(out),
+        "distill.beam": beam,
+        "distill.nbest": nbest,
+        "distill.select": select,
+        "distill.shard_size": shard_size,
+        "distill.keep_original": keep_original,
     }
     config = config_module.load(config_file, set_ or [], values)
-    settings = DistillSettings(
-        teacher,
-        out,
-        shard_size,
-        keep_original,
-        nbest=nbest,
-        select=select,
-        resume=resume,
-        overwrite=overwrite,
-    )
     setup_process()
-    result = run_distill(config, settings)
+    result = run_distill(config, resume, overwrite)
     made = result.stats["distilled"]
     dropped = ", ".join(f"{count:,} {reason}" for reason, count in made["dropped"].items())
     typer.echo(

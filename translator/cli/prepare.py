@@ -138,7 +138,7 @@ def prepare(
         inputs += [{"src": str(pair[0]), "tgt": str(pair[1])}]  # type: ignore[operator]
     inputs = inputs or None
     if out is None and inputs:
-        out = output_dir_for(inputs)
+        out = output_dir_for(str((input or pair)[0]), len(inputs))
     values = {
         "data.inputs": inputs,
         "data.exclude": [str(p) for p in exclude] if exclude else None,

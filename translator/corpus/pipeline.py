@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from translator.config import DataConfig
-from translator.corpora import parse_corpora
 from translator.corpus.cleaning import first_occurrences
 from translator.corpus.exclude import Excluded, excluded_keys, excluded_mask
 from translator.corpus.formats.sources import Source, resolve
@@ -58,18 +57,17 @@ class Prepared:
     workers: int  # processes that read the input
 
 
-def output_dir_for(inputs: list) -> Path:
+def output_dir_for(first: str, corpora: int) -> Path:
     """Where `prepare --input FILE` (or --pair) writes when no --out is given:
-    data/prepared/<name of the first input>, so preparing another corpus never overwrites
-    the configured one."""
-    first = parse_corpora(inputs)[0].paths[0]
+    data/prepared/<name of the first input file>, so preparing another corpus never
+    overwrites the configured one."""
     name = re.sub(r"[^\w.+-]+", "_", Path(first).name.split(".")[0]) or "corpus"
-    return Path("data/prepared") / (name if len(inputs) == 1 else f"{name}+{len(inputs) - 1}")
+    return Path("data/prepared") / (name if corpora == 1 else f"{name}+{corpora - 1}")
 
 
 def prepare(data_cfg: DataConfig) -> Prepared:
     """Prepare `config.inputs` into `config.dir` (see the module docstring)."""
-    corpora = parse_corpora(data_cfg.inputs)
+    corpora = data_cfg.inputs
     if not corpora:
         raise UserError("no input files: pass --input or --pair, or set data.inputs in the config")
     if all(c.train_only for c in corpora) and data_cfg.valid_size + data_cfg.test_size:

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from translator.config import Config
-from translator.corpora import parse_corpora
 from translator.data.batching import (
     Batch,
     collate_padded,
@@ -254,7 +253,7 @@ def train_corpora(config: Config, data_dir: Path) -> tuple[np.ndarray | None, li
         return None, [1.0]
     recorded = json.loads(stats_file(data_dir).read_text(encoding="utf-8")).get("inputs", [])
     weights = [float(c.get("weight", 1.0)) for c in recorded]
-    configured = parse_corpora(config.data.inputs)
+    configured = config.data.inputs
     resolved = lambda paths: [Path(p).resolve() for p in paths]  # noqa: E731
     same = [resolved(c.paths) for c in configured] == [resolved(c["paths"]) for c in recorded]
     if configured and same:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Protocol
 
-from translator.config import DecodeConfig, ServeConfig
+from translator.config import DecodeConfig, ServeConfig, nbest_within_beam
 from translator.data.spans import missing
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.admission import Admission
@@ -181,8 +181,8 @@ def check_request(
         raise BadRequest(422, _explained(exc.errors(), serve_cfg)) from None
     beam = defaults.beam if request.beam is None else request.beam
     split = defaults.split if request.split is None else request.split
-    if request.nbest > beam:
-        raise BadRequest(422, f'"nbest" must be an integer from 0 to the beam ({beam})')
+    if wrong := nbest_within_beam(request.nbest, beam):
+        raise BadRequest(422, f'"nbest" ({request.nbest}) {wrong}')
     return request.text, Settings(beam, split, request.nbest)
 
 

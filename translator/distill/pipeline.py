@@ -23,13 +23,13 @@ import os
 import shutil
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from translator.config import Config, DataConfig
+from translator.config import Config, DataConfig, DistillConfig
 from translator.data.ids import encode_splits
 from translator.data.layout import (
     LANGS,
@@ -41,25 +41,13 @@ from translator.data.layout import (
 )
 from translator.data.lines import read_chunks
 from translator.distill.filters import REASONS, filter_outputs
-from translator.distill.selection import SELECTIONS, teacher_outputs
+from translator.distill.selection import teacher_outputs
 from translator.distill.shards import read_shards, shard_count, start_work, translate_shards
 from translator.distill.teacher import held_out_check, open_teacher
 from translator.errors import UserError
 from translator.runtime import worker_count
 
 NOT_DECODING = ("engine", "model_dir", "threads", "workers", "split", "nbest")  # same output
-
-
-@dataclass(frozen=True)
-class DistillSettings:
-    teacher: Path  # a checkpoint or run directory; an exported directory for ctranslate2
-    out: Path
-    shard_size: int = 100_000  # train lines a shard: what a kill can lose
-    keep_original: float = 0.0  # > 0: the human pairs mixed back in with this weight
-    nbest: int = 1  # > 1: of the teacher's n best, the one `select` picks (selection.py)
-    select: str = "chrf"  # by the human translation: "chrf" (closest) or "length" (not shorter)
-    resume: bool = False
-    overwrite: bool = False
 
 
 @dataclass
@@ -70,14 +58,21 @@ class Distilled:
     seconds: float
 
 
-def distill(config: Config, settings: DistillSettings, progress: bool = True) -> Distilled:
-    """Distil `config.data.dir` with the teacher into `settings.out` (module docstring)."""
+def distill(
+    config: Config, resume: bool = False, overwrite: bool = False, progress: bool = True
+) -> Distilled:
+    """Distil `config.data.dir` with `distill.teacher` into `distill.out` (module docstring);
+    `resume` continues after the last whole shard there, `overwrite` starts again."""
     started = time.perf_counter()
+    settings = config.distill
+    if not settings.teacher or not settings.out:
+        raise UserError("distill needs a teacher and an output directory: --teacher and --out")
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other")
+    config = teaching(config)
     data_dir, out = Path(config.data.dir), Path(settings.out)
-    lines = _check_inputs(data_dir, out, settings)
-    if settings.nbest > config.decode.beam:
-        raise UserError(f"--nbest ({settings.nbest}) must be at most --beam ({config.decode.beam})")
-    teacher = open_teacher(config, settings.teacher)
+    lines = _check_inputs(data_dir, out)
+    teacher = open_teacher(config, Path(settings.teacher))
     checked = held_out_check(teacher, data_dir)
     decode = teacher.translator.decode_cfg
     manifest = {
@@ -93,7 +88,7 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
         manifest["nbest"] = settings.nbest
         if settings.select != "chrf":  # likewise before --select
             manifest["select"] = settings.select
-    work = start_work(out, manifest, settings.resume, settings.overwrite)
+    work = start_work(out, manifest, resume, overwrite)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
         teacher_outputs(teacher.translator, settings.nbest, settings.select),
@@ -117,20 +112,22 @@ def distill(config: Config, settings: DistillSettings, progress: bool = True) ->
     return Distilled(out, stats, translated, time.perf_counter() - started)
 
 
-def _check_inputs(data_dir: Path, out: Path, settings: DistillSettings) -> int:
+def teaching(config: Config) -> Config:
+    """`config` as the teacher decodes: with distill.beam, each train line whole and one
+    translation of it (the n best are asked for by `teacher_outputs`); with the ctranslate2
+    engine, the teacher is the exported directory."""
+    settings, engine = config.distill, config.decode.engine
+    model_dir = settings.teacher if engine == "ctranslate2" else config.decode.model_dir
+    decode = replace(config.decode, beam=settings.beam, split=False, nbest=0, model_dir=model_dir)
+    return replace(config, decode=decode)
+
+
+def _check_inputs(data_dir: Path, out: Path) -> int:
     """The number of train lines, after checking that the data is prepared and apart from OUT."""
     if not stats_file(data_dir).is_file() or not tokenizer_file(data_dir, "en").is_file():
         raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if out.resolve() == data_dir.resolve():
         raise UserError("--out must be a directory other than the data's")
-    if settings.shard_size < 1:
-        raise UserError(f"--shard-size must be at least 1, got {settings.shard_size}")
-    if settings.nbest < 1:
-        raise UserError(f"--nbest must be at least 1, got {settings.nbest}")
-    if settings.select not in SELECTIONS:
-        raise UserError(f"--select must be one of {', '.join(SELECTIONS)}, got {settings.select!r}")
-    if settings.keep_original < 0:
-        raise UserError(f"--keep-original must be >= 0, got {settings.keep_original}")
     lines = _count_lines(split_file(data_dir, "train", "en"))
     if lines != _count_lines(split_file(data_dir, "train", "zh")):
         raise UserError(f"the train split of {data_dir} has .en and .zh files of other lengths")
@@ -150,7 +147,7 @@ def _write_prepared(
     data_dir: Path,
     out: Path,
     work: Path,
-    settings: DistillSettings,
+    settings: DistillConfig,
     lines: int,
 ) -> dict:
     """Filter the teacher's translations into OUT's train split (with the human pairs after
@@ -236,7 +233,7 @@ class _TrainWriter:
 def _stats(
     recorded: dict,
     weights: list[float],
-    settings: DistillSettings,
+    settings: DistillConfig,
     lines: int,
     kept: int,
     train: int,
