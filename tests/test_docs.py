@@ -79,3 +79,47 @@ def test_the_architecture_page_lists_the_import_layers_pyproject_declares():
     block = page.split("## The import contract", 1)[1].split("```")[1].strip()
     assert block.splitlines() == layers
     assert "exclude_type_checking_imports" not in declared["tool"]["importlinter"]
+
+
+NAMED = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w.-]+\.(?:md|py|toml))(#[\w-]+)?")
+SOURCES = ("translator/**/*.py", "scripts/**/*.py", "tests/*.py", "configs/*.toml")
+
+
+def broken_names(file: Path) -> list[str]:
+    """Project files named in `file` (docs/x.md#anchor, configs/x.toml, scripts/x.py, a
+    module as translator/… or as its package path, training/trainer.py) that do not exist,
+    or whose #anchor is no heading of the page. Names under a tmp or data directory are
+    what the code writes, not what the project holds."""
+    broken = []
+    for name, anchor in NAMED.findall(file.read_text(encoding="utf-8")):
+        written = name.split("/")[0] in {"data", "runs", "tmp", "out", "exports", "work", ".."}
+        if written or Path(name).stem in {"NAME", "x"}:  # NAME, x: placeholders in usage lines
+            continue
+        candidates = [ROOT / name, ROOT / "translator" / name, file.parent / name]
+        found = next((c for c in candidates if c.exists()), None)
+        if found is None:
+            broken.append(f"{file.relative_to(ROOT)}: {name} (no such file)")
+        elif anchor and found.suffix == ".md" and anchor[1:] not in anchors(found):
+            broken.append(f"{file.relative_to(ROOT)}: {name}{anchor} (no heading {anchor})")
+    return broken
+
+
+def test_files_named_in_code_and_configs_exist():
+    """A comment or docstring that sends the reader to a page, config or module (say
+    `docs/translating.md`) must name one that exists: the link test reads markdown only."""
+    files = [ROOT / "pyproject.toml", ROOT / "Makefile"]
+    files += [f for pattern in SOURCES for f in sorted(ROOT.glob(pattern))]
+    files.remove(Path(__file__).resolve())  # its own examples
+    assert len(files) > 100
+    broken = [line for file in files for line in broken_names(file)]
+    assert not broken, "\n".join(broken)
+
+
+def test_the_name_checker_finds_a_missing_page_and_anchor(tmp_path, monkeypatch):
+    source = ROOT / "translator" / "config.py"
+    text = "# docs/translate.md; docs/quality.md#no-such-heading; training/trainer.py\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: text)
+    assert broken_names(source) == [
+        "translator/config.py: docs/translate.md (no such file)",
+        "translator/config.py: docs/quality.md#no-such-heading (no heading #no-such-heading)",
+    ]

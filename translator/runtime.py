@@ -107,8 +107,7 @@ def pick_device(name: str) -> torch.device:
 def without_cudnn_attention() -> None:
     """Leave cuDNN out of `F.scaled_dot_product_attention`'s choices (flash and
     memory-efficient remain). cuDNN builds a plan for every new shape, and our batches come
-    in hundreds of shapes: on an H100 the first epoch of configs/tatoeba-gpu.toml ran at
-    5,057 target tokens/s with it and 42,317 without, the second at 65,527 and 79,151."""
+    in hundreds of shapes (what that cost: docs/performance.md#on-a-gpu)."""
     import torch
 
     torch.backends.cuda.enable_cudnn_sdp(False)

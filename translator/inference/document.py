@@ -30,8 +30,8 @@ _LATIN_END, _LATIN_START = re.compile(r"[A-Za-z0-9]$"), re.compile(r"^[A-Za-z0-9
 
 
 def sentences(line: str) -> list[str]:
-    """An English line's sentences, in order (sentencex: see docs/translate.md for the
-    measured choice); blank → none."""
+    """An English line's sentences, in order; blank → none. The splitter is sentencex,
+    chosen by measured accuracy (docs/translating.md#documents-and-long-lines)."""
     from sentencex import segment
 
     return [s.strip() for s in segment("en", line) if s.strip()]

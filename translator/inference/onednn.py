@@ -1,10 +1,9 @@
 """Decoding on x86 CPUs: the model's linear layers multiplied by oneDNN instead of MKL.
 
 PyTorch's CPU `nn.Linear` calls MKL's sgemm, which takes its AVX2 path on AMD processors;
-oneDNN's kernels use AVX-512 wherever the CPU has it. On the AMD EPYC (Zen 5) development
-machine oneDNN ran our decoder's matrix shapes 2.3-2.5× faster (scripts/bench_engines.py
-measures the decoder end to end). It serves inference only: with gradients enabled, or off
-the CPU, or in another dtype, a layer computes as `nn.Linear` does.
+oneDNN's kernels use AVX-512 wherever the CPU has it (what it is worth:
+docs/deploy.md#ctranslate2-export-and-engine). It serves inference only: with gradients
+enabled, or off the CPU, or in another dtype, a layer computes as `nn.Linear` does.
 """
 
 from __future__ import annotations

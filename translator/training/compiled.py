@@ -9,9 +9,8 @@ PyTorch's own generator, as in eager (inductor's `fallback_random`): inductor's 
 random ops trained worse than eager with dropout in both the residual paths and attention
 (docs/training.md). CUDA graphs are apart
 (`train.cuda_graphs`, graphs.py): they record the compiled step as they record the eager
-one. (torch.compile's own CUDA graphs, `mode="reduce-overhead"`, compiled once with
-dynamic shapes, died with a segmentation fault on an H100 in torch 2.11, and compiled per
-shape cost over 100 s a shape there: docs/performance.md.)
+one. (torch.compile's own CUDA graphs, `mode="reduce-overhead"`, are not used: why, in
+docs/training.md#precision-static-shapes-and-the-compiled-step.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """`train.cuda_graphs`: one batch's forward pass, loss and backward recorded once per batch
 shape as a CUDA graph and replayed, so the host launches one graph for them instead of a
-thousand kernels one by one (on an H100 an eager update of base.toml kept the GPU busy a
-third of the time: docs/performance.md).
+thousand kernels one by one (what that is worth: docs/performance.md#cuda-graphs-on-an-h100).
 
 The step is recorded as it runs eagerly (compiled, with `train.compile`): no compile to
 wait for, the same kernels and so the same numbers. For each batch shape:
