@@ -7,7 +7,7 @@ The Python API is one class, loaded once and called as often as needed:
     translator.translate(["Hello.", "How are you?"], beam=5)
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["Translator", "__version__"]
 
 
