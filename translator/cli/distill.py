@@ -103,7 +103,7 @@ def distill(
     """Translate the train split with a teacher and write a prepared directory whose train
     targets are its translations (sequence-level knowledge distillation); valid and test
     keep their human references. Train a student on it with data.dir = OUT. Every option
-    is also a key of the config's [distill] section."""
+    is also a key of the config's distill section (distill.teacher, distill.nbest, …)."""
     if engine not in ENGINES:
         raise UserError(f"--engine must be torch or ct2, got {engine!r}")
     from translator.distill.pipeline import distill as run_distill

@@ -66,7 +66,10 @@ def distill(
     started = time.perf_counter()
     settings = config.distill
     if not settings.teacher or not settings.out:
-        raise UserError("distill needs a teacher and an output directory: --teacher and --out")
+        raise UserError(
+            "distill needs a teacher and an output directory: --teacher and --out "
+            "(distill.teacher and distill.out in the config)"
+        )
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other")
     config = teaching(config)
