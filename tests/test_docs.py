@@ -118,7 +118,9 @@ def test_files_named_in_code_and_configs_exist():
 def test_the_name_checker_finds_a_missing_page_and_anchor(tmp_path, monkeypatch):
     source = ROOT / "translator" / "config.py"
     text = "# docs/translate.md; docs/quality.md#no-such-heading; training/trainer.py\n"
-    monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: text)
+    real = Path.read_text
+    fake = lambda self, encoding=None: text if self == source else real(self, encoding=encoding)  # noqa: E731
+    monkeypatch.setattr(Path, "read_text", fake)
     assert broken_names(source) == [
         "translator/config.py: docs/translate.md (no such file)",
         "translator/config.py: docs/quality.md#no-such-heading (no heading #no-such-heading)",

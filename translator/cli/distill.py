@@ -114,6 +114,7 @@ def distill(
         "decode.length_penalty": length_penalty,
         "decode.batch_size": batch_size,
         "decode.engine": ENGINES[engine],
+        # the exported teacher is the engine's model: the config's ctranslate2 rule wants it
         "decode.model_dir": str(teacher) if teacher and ENGINES[engine] == "ctranslate2" else None,
         "distill.teacher": None if teacher is None else str(teacher),
         "distill.out": None if out is None else str(out),

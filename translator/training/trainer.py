@@ -198,7 +198,7 @@ class Trainer:
         if graphed:
             recorder = cuda_graph_recorder(self.device)
             params = list(self.model.parameters())
-            self.graphed = GraphedSteps(self._recorded_step, params, self.device, recorder)
+            self.graphed = GraphedSteps(self._forward_backward, params, self.device, recorder)
         self.optimizer = build_optimizer(self.model, train_cfg)
         self.schedule = LRSchedule(self.optimizer, train_cfg)
         self.ema = WeightEMA(self.model, train_cfg.ema) if train_cfg.ema else None
@@ -385,13 +385,12 @@ class Trainer:
         for j, batch in enumerate(batches):
             last = j == len(batches) - 1  # under DDP, gradients are all-reduced after the last
             with self.replicated.no_sync() if self.ranks.active and not last else nullcontext():
-                if self.graphed:  # train.cuda_graphs: forward, loss and backward replayed
+                if self.graphed:  # train.cuda_graphs: _forward_backward recorded, replayed
                     loss_sum = self.graphed(batch, tokens)
                 else:
                     on = batch.to(self.device, non_blocking=True)
-                    loss_sum = self.compiled_loss(on.src, on.tgt_in, on.src_mask, on.tgt_out)
-                    # DDP averages gradients over ranks: × world makes them the update's sum
-                    (loss_sum / tokens * self.ranks.world * counted).backward()
+                    args = (on.src, on.tgt_in, on.src_mask, on.tgt_out, tokens, counted)
+                    loss_sum = self._forward_backward(*args)
             total += loss_sum.detach() * counted
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
         self.optimizer.step()
@@ -422,18 +421,21 @@ class Trainer:
             )
         return sequence_loss(logits, tgt_out, train_cfg.label_smoothing)
 
-    def _recorded_step(
+    def _forward_backward(
         self,
         src: torch.Tensor,
         tgt_in: torch.Tensor,
         src_mask: torch.Tensor,
         tgt_out: torch.Tensor,
         tokens: int | torch.Tensor,
+        counted: bool = True,
     ) -> torch.Tensor:
-        """One batch's forward, loss and backward as `step` runs them: what a CUDA graph
-        records (graphs.py)."""
+        """One batch of `step`: forward and loss (`compiled_loss`), and backward, its
+        gradients normalised by the update's `tokens`; what a CUDA graph records
+        (graphs.py). Returns the batch's summed loss."""
         loss_sum = self.compiled_loss(src, tgt_in, src_mask, tgt_out)
-        (loss_sum / tokens * self.ranks.world).backward()
+        # DDP averages gradients over ranks: × world makes them the update's sum
+        (loss_sum / tokens * self.ranks.world * counted).backward()
         return loss_sum
 
     def _progress_bar(self, batches: int) -> tqdm:
