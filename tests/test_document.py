@@ -67,7 +67,9 @@ def test_document_mode_translates_each_sentence_as_if_alone(translator, monkeypa
     alone = translator.translate(["Tom will buy the book.", "Mary can see the dog."])
     calls = []
     real = translator.hypotheses
-    monkeypatch.setattr(translator, "hypotheses", lambda s: calls.append(len(s)) or real(s))
+    monkeypatch.setattr(
+        translator, "hypotheses", lambda s, guarded: calls.append(len(s)) or real(s, guarded)
+    )
     out = translator.translate(document)
     assert out == [join(alone), "", alone[0]]
     assert calls == [3]  # every sentence of the document in one call, batched by length

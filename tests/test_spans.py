@@ -24,6 +24,12 @@ def test_every_span_of_the_entity_suite_is_found_and_nothing_else():
         assert spans.find(plain) == []
 
 
+def test_a_digit_is_free_where_no_placeholder_holds_it():
+    assert not spans.has_free_digit("Call ⦅1⦆ at ⦅12⦆.")
+    assert spans.has_free_digit("I have 3 apples.")
+    assert spans.has_free_digit("Room 4⦅1⦆.") and spans.has_free_digit("⦅1⦆ 2")
+
+
 def test_mask_and_unmask_round_trip_and_name_what_was_lost():
     text = "I paid $5.99 at https://example.com on 2024-03-05."
     masked, found = spans.mask(text)
@@ -124,7 +130,7 @@ class Copying(TextTranslator):
 
     drop: tuple[str, ...] = ()
 
-    def hypotheses(self, sources):
+    def hypotheses(self, sources, guarded=None):
         out = []
         for ids in sources:
             text = self.src_tok.decode([int(i) for i in ids[:-1]])
@@ -187,7 +193,7 @@ def test_a_sentence_without_a_final_mark_is_translated_with_one(masked_run):
     engine = copying(config)
     seen = []
     hypotheses = engine.hypotheses
-    engine.hypotheses = lambda sources: seen.extend(sources) or hypotheses(sources)
+    engine.hypotheses = lambda sources, guarded: seen.extend(sources) or hypotheses(sources)
     assert engine.translate("It costs 12.50 dollars") == "It costs 12.50 dollars."
     assert engine.src_tok.decode([int(i) for i in seen[-1][:-1]]) == "It costs ⦅1⦆ dollars."
     assert engine.translate("It costs 12.50 dollars.") == "It costs 12.50 dollars."
@@ -202,34 +208,85 @@ def test_a_sentence_without_a_final_mark_is_translated_with_one(masked_run):
     assert engine.src_tok.decode([int(i) for i in seen[-1][:-1]]) == "It costs ⦅1⦆ dollars"
 
 
-def test_a_placeholder_model_gives_the_same_output_and_losses_on_both_engines(masked_run, tmp_path):
+@pytest.fixture(scope="module")
+def masked_model(masked_run):
+    """A tiny model trained for 3 epochs with data.placeholders: its best.pt."""
+    from translator.training.trainer import train
+
+    config, _ = masked_run
+    config = copy.deepcopy(config)
+    config.train.max_epochs = 3
+    train(config, progress=False)
+    return config, Path(config.train.run_dir) / "checkpoints/best.pt"
+
+
+def test_a_placeholder_model_gives_the_same_output_and_losses_on_both_engines(
+    masked_model, tmp_path
+):
     """A tiny model trained with data.placeholders, and its CTranslate2 export: the same
     text path, so the same translations and the same spans named as lost, and no ⦅n⦆ is
-    ever left in an output."""
+    ever left in an output; with decode.digit_guard too."""
     pytest.importorskip("ctranslate2")
     import torch
 
     from translator.deploy.export import export
     from translator.inference.ct2_engine import CTranslate2Translator
     from translator.inference.torch_engine import Translator
-    from translator.training.trainer import train
 
-    config, _ = masked_run
-    config.train.max_epochs = 3
-    train(config, progress=False)
-    checkpoint = next(Path(config.train.run_dir).glob("checkpoints/best.pt"))
+    config, checkpoint = masked_model
     ours = Translator.from_checkpoint(checkpoint, torch.device("cpu"), config.decode)
     theirs = CTranslate2Translator.from_dir(export(checkpoint, tmp_path / "ct2"), config.decode)
     assert ours.placeholders and theirs.placeholders
     lines = [s.text for s in entities.suite(30)] + [en for en, _ in NUMBERED]
-    found = [
-        [(h[0].text, h[0].lost) for h in engine.translate(lines, nbest=1)]
-        for engine in (ours, theirs)
-    ]  # the scores differ a little: docs/translating.md#n-best-lists-and-scores
-    assert found[0] == found[1]
-    assert not any("⦅" in text for text, _ in found[0])
-    lost = sum(len(spans_lost) for _, spans_lost in found[0])
+    lost = 0
+    for guard in (False, True):
+        found = [
+            [(h[0].text, h[0].lost) for h in engine.translate(lines, nbest=1)]
+            for engine in (
+                ours.with_decode(digit_guard=guard),
+                theirs.with_decode(digit_guard=guard),
+            )
+        ]  # the scores differ a little: docs/translating.md#n-best-lists-and-scores
+        assert found[0] == found[1]
+        assert not any("⦅" in text for text, _ in found[0])
+        lost += sum(len(spans_lost) for _, spans_lost in found[0])
     assert ours.spans_lost == theirs.spans_lost == lost
+
+
+def test_the_digit_guard_keeps_digits_out_where_the_source_has_none(masked_model):
+    """A model made to prefer a digit above all else (a hook on its output layer) writes it
+    everywhere; with decode.digit_guard, only where the source, outside its placeholders,
+    has a digit of its own, and the lines keep their order."""
+    import torch
+
+    from translator.inference.torch_engine import Translator
+
+    config, checkpoint = masked_model
+    engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), config.decode)
+    digits = engine.digit_pieces
+    pieces = [engine.tgt_tok.id_to_piece(i) for i in digits]
+    assert {f"<0x3{d}>" for d in range(10)} <= set(pieces)  # byte fallback's digits too
+    assert not set(spans.PLACEHOLDERS) & set(pieces)
+    assert all(any(c.isdigit() for c in p) for p in pieces)
+    five = engine.tgt_tok.piece_to_id("<0x35>")
+    hook = engine.model.project.register_forward_hook(
+        lambda _m, _i, out: out.index_add(
+            -1, torch.tensor([five]), torch.full((*out.shape[:-1], 1), 30.0)
+        )
+    )
+    lines = ["Tom will buy the book.", "It costs 12.50 dollars.", "I have 3 apples.", "Hi."]
+    free = [spans.has_free_digit(engine.for_model(line)[0]) for line in lines]
+    assert free == [False, False, True, False]
+    try:
+        for settings in ({"beam": 1}, {"beam": 3}, {"sample": True, "topk": 3}):
+            plain = engine.with_decode(**settings).translate(lines)
+            guarded = engine.with_decode(digit_guard=True, **settings).translate(lines)
+            assert all("5" in text for text in plain)
+            for line, text, has in zip(lines, guarded, free, strict=True):
+                written = text.replace("12.50", "")  # the span, put back
+                assert any("0" <= c <= "9" for c in written) == has, (line, text)
+    finally:
+        hook.remove()
 
 
 def test_train_refuses_data_prepared_with_the_other_setting(masked_run, config):

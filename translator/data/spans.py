@@ -12,6 +12,8 @@ character, and the placeholders that carry them through a model trained with
     unmask(output, spans) → the output with each ⦅n⦆ replaced once, the spans it lost, and
       the placeholders it wrote again or that the source did not have (dropped)
     missing(source, output) → the source's spans not in the output verbatim
+    has_free_digit(text) → whether a digit stands outside the text's placeholders: where
+      none does, decode.digit_guard keeps the output from writing any (digit_pieces)
 
 A pair in the training data gets placeholders only where each span of its English side is
 in its Chinese side verbatim (otherwise it is left as written), so the model learns to copy
@@ -31,6 +33,7 @@ import numpy as np
 MAX_PLACEHOLDERS = 8  # a sentence's spans beyond the eighth are left as written
 PLACEHOLDERS = tuple(f"⦅{n}⦆" for n in range(1, MAX_PLACEHOLDERS + 1))
 _PLACEHOLDER = re.compile(r"⦅(\d+)⦆")
+_FREE_DIGIT = re.compile(r"[0-9](?![0-9]*⦆)")
 _FINAL_MARKS = ".?!。？！…\"'”’)）"
 
 _EMOJI = (
@@ -167,3 +170,25 @@ def _inserted(text: str, places: list[float], space: str = "") -> str:
 def missing(source: str, output: str) -> list[str]:
     """The source's protected spans that the output does not hold verbatim."""
     return [span for span in find(source) if span not in output]
+
+
+def has_free_digit(text: str) -> bool:
+    """Whether `text` has an ASCII digit outside its placeholders (⦅n⦆)."""
+    return _FREE_DIGIT.search(text) is not None
+
+
+def digit_pieces(tokenizer) -> list[int]:
+    """The ids of the pieces that write an ASCII digit (a byte piece of one among them),
+    placeholders excepted: what decode.digit_guard keeps out of an output."""
+    ids = []
+    for i in range(tokenizer.get_piece_size()):
+        piece = tokenizer.id_to_piece(i)
+        if tokenizer.is_byte(i):
+            written = chr(int(piece[3:-1], 16))
+        elif tokenizer.is_control(i) or tokenizer.is_unknown(i) or piece in PLACEHOLDERS:
+            continue
+        else:
+            written = piece
+        if any("0" <= c <= "9" for c in written):
+            ids.append(i)
+    return ids

@@ -83,7 +83,9 @@ def split_references(config: Config, split: str) -> tuple[list[str], list[list[s
 
 
 def search_name(config: Config) -> str:
-    return "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
+    """How the outputs were searched, for their file names: beam size, digit guard."""
+    beam = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
+    return beam + (".digit-guard" if config.decode.digit_guard else "")
 
 
 def output_name(config: Config, checkpoint: Path, suffix: str) -> Path:

@@ -26,7 +26,7 @@ from translator.config import DecodeConfig, from_dict
 from translator.data.tokenizer import UNK, load_tokenizer
 from translator.errors import UserError
 from translator.inference.search import NEVER_OUTPUT
-from translator.inference.text import TextTranslator
+from translator.inference.text import Batch, TextTranslator
 
 # an exported directory: CTranslate2's model files, then ours
 METADATA = "translator.json"  # decoding defaults, max_positions, the model section
@@ -90,14 +90,16 @@ class CTranslate2Translator(TextTranslator):
         prefix = meta.get("src_prefix", "")
         return cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"], prefix)
 
-    def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
+    def hypotheses(
+        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+    ) -> list[list[tuple[list[int], float]]]:
         limits = self.limits([len(s) for s in sources]).tolist()
-        batches = self.batches(sources)
+        batches = self.batches(sources, guarded)
         if self.decode_cfg.sample:
             self.ctranslate2.set_random_seed(self.decode_cfg.seed)
         pending = [self._submit(batch, sources, limits) for batch in batches]
         outputs: list[list[tuple[list[int], float]]] = [[] for _ in sources]
-        for rows, results in zip(batches, pending, strict=True):
+        for (rows, _), results in zip(batches, pending, strict=True):
             for i, result in zip(rows, results, strict=True):
                 outputs[i] = [
                     ([self.tgt_tok.piece_to_id(p) for p in pieces[: limits[i]]], score)
@@ -105,9 +107,13 @@ class CTranslate2Translator(TextTranslator):
                 ]
         return outputs
 
-    def _submit(self, rows: list[int], sources: Sequence[np.ndarray], limits: list[int]):
-        """Start one batch (the source's own EOS left to `add_source_eos`)."""
-        decode_cfg = self.decode_cfg
+    def _submit(self, batch: Batch, sources: Sequence[np.ndarray], limits: list[int]):
+        """Start one batch (the source's own EOS left to `add_source_eos`); a guarded one
+        also suppresses the digit pieces."""
+        decode_cfg, rows = self.decode_cfg, batch.rows
+        suppressed = self.suppressed
+        if batch.guarded:
+            suppressed = suppressed + [[self.tgt_tok.id_to_piece(i)] for i in self.digit_pieces]
         tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
         # all `beam` hypotheses asked for, `nbest` kept: with fewer, CTranslate2 stops as
         # soon as its top beam ends, before later hypotheses that may score better
@@ -132,7 +138,7 @@ class CTranslate2Translator(TextTranslator):
             no_repeat_ngram_size=decode_cfg.no_repeat_ngram,
             return_scores=bool(decode_cfg.nbest or decode_cfg.sample),
             disable_unk=True,
-            suppress_sequences=self.suppressed,
+            suppress_sequences=suppressed,
             asynchronous=True,
         )
 

@@ -6,7 +6,8 @@ Each takes a batch of sources (B,S) with its mask and each sentence's output lim
 gives each sentence's ids without BOS/EOS. A sentence that is finished leaves the batch:
 the decoder state is reordered to the rows still being decoded, so finished sentences cost
 nothing more. With `no_repeat_ngram` = n, a token that would repeat an n-gram of the
-row's output is never chosen. Scores (the sum of the model's log-probabilities of the
+row's output is never chosen; nor is a token of `never` (NEVER_OUTPUT, and the digits
+decode.digit_guard keeps out). Scores (the sum of the model's log-probabilities of the
 tokens written and EOS, at temperature 1, divided by the GNMT length penalty) are computed
 only where they are asked for: plain greedy search does no more work than it needs.
 """
@@ -50,6 +51,7 @@ def one_at_a_time(
     how: TokenSampling | None = None,
     no_repeat_ngram: int = 0,
     alpha: float | None = None,
+    never: list[int] = NEVER_OUTPUT,
 ) -> list[tuple[list[int], float]]:
     """Greedy search (`how` None: the most probable token at each step) or sampling (a
     token drawn as `how` says), until EOS or the sentence's limit: each sentence's output
@@ -65,7 +67,7 @@ def one_at_a_time(
     tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
     for step in range(max(limits, default=0)):
         logits, state = _next_logits(model, tokens, state)
-        logits[:, NEVER_OUTPUT] = NEG_INF
+        logits[:, never] = NEG_INF
         if no_repeat_ngram:
             block_repeats(logits, history, no_repeat_ngram)
         best = choose(logits, how)
@@ -108,6 +110,7 @@ def beam_search(
     *,
     nbest: int = 1,
     no_repeat_ngram: int = 0,
+    never: list[int] = NEVER_OUTPUT,
 ) -> list[list[tuple[list[int], float]]]:
     """Beam search over sentences × beams in one batch, with GNMT length penalty `alpha`:
     each sentence's `nbest` best hypotheses, best first, as (ids, log P / lp(len + 1)).
@@ -139,7 +142,7 @@ def beam_search(
     for step in range(int(limits.max()) + 1 if batch else 0):
         logits, state = _next_logits(model, tokens, state)
         logp = logits.log_softmax(dim=-1)  # then mask, as fairseq does: no renormalising
-        logp[:, NEVER_OUTPUT] = float("-inf")
+        logp[:, never] = float("-inf")
         if no_repeat_ngram:
             block_repeats(logp, history, no_repeat_ngram)
         n, vocab = alive.numel(), logp.size(-1)
@@ -218,11 +221,13 @@ def search(
     max_lens: torch.Tensor,
     decode_cfg: DecodeConfig,
     generator: torch.Generator | None = None,
+    never: list[int] = NEVER_OUTPUT,
 ) -> Found:
     """The search `decode_cfg` asks for over one batch (B,S): sampling (`decode_cfg.nbest` samples a
     sentence, best score first), beam search (`decode_cfg.nbest` best), or greedy. Scores are
     computed only where they are asked for (nbest ≥ 1, or sampling): plain greedy leaves
-    them NaN, and with beam 1 and nbest beam search gives greedy's output and its score."""
+    them NaN, and with beam 1 and nbest beam search gives greedy's output and its score.
+    No output writes a token of `never`."""
     mask, guard = padding_mask(src), decode_cfg.no_repeat_ngram
     if decode_cfg.sample:
         copies = max(decode_cfg.nbest, 1)
@@ -230,15 +235,18 @@ def search(
         src, max_lens = src.repeat_interleave(copies, 0), max_lens.repeat_interleave(copies)
         drawn = one_at_a_time(
             model, src, padding_mask(src), max_lens, how=how, no_repeat_ngram=guard,
-            alpha=decode_cfg.length_penalty,
+            alpha=decode_cfg.length_penalty, never=never,
         )  # fmt: skip
         groups = [drawn[i : i + copies] for i in range(0, len(drawn), copies)]
         return [sorted(group, key=lambda hypothesis: -hypothesis[1]) for group in groups]
     if decode_cfg.beam == 1 and not decode_cfg.nbest:
         return [
-            [found] for found in one_at_a_time(model, src, mask, max_lens, no_repeat_ngram=guard)
+            [found]
+            for found in one_at_a_time(
+                model, src, mask, max_lens, no_repeat_ngram=guard, never=never
+            )
         ]
     return beam_search(
         model, src, mask, max_lens, decode_cfg.beam, decode_cfg.length_penalty,
-        nbest=max(decode_cfg.nbest, 1), no_repeat_ngram=guard,
+        nbest=max(decode_cfg.nbest, 1), no_repeat_ngram=guard, never=never,
     )  # fmt: skip

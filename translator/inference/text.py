@@ -3,7 +3,9 @@
     normalise → sentences (document.py) → each in ordinary case (casing.py)
       → a "." or "?" after a sentence that ends without a mark (decode.final_mark)
       → protected spans as ⦅n⦆ where the model was trained with them (data/spans.py)
-      → encode, cut to the model's positions → sort by length into batches
+      → encode, cut to the model's positions → sort by length into batches (those whose
+        source has no digit outside its placeholders apart, where decode.digit_guard
+        keeps digits out of the output)
       → search (the engine's) → restore the input order → decode pieces to text
       → ⦅n⦆ back to its span; the spans missing from the output named → join each
         line's sentences
@@ -73,6 +75,14 @@ class Unit(NamedTuple):
     pieces: list[list[tuple[list[int], float]]]
 
 
+class Batch(NamedTuple):
+    """The indices of the sources one search takes, and whether their outputs may not write
+    digits (decode.digit_guard, where none of the sources has one)."""
+
+    rows: list[int]
+    guarded: bool = False
+
+
 class TextTranslator:
     """The text side of translating, the same for every engine: normalise, split into
     sentences, encode, cut to the model's positions, search (the engine's), detokenize,
@@ -94,6 +104,7 @@ class TextTranslator:
         self._cutter: Cutter | None = None
         self._recaser: Recaser | None = None
         self._placeholders: bool | None = None
+        self._digit_pieces: list[int] | None = None
         self.counts: Counter[str] = Counter()  # shared with with_decode's copies
 
     def with_decode(self, **changes) -> TextTranslator:
@@ -144,7 +155,8 @@ class TextTranslator:
                 "" if pieces.cut == 1 else "s",
                 self.max_positions,
             )
-        found = self.hypotheses(pieces.sources)
+        guarded = [self.guards(protected[unit][0]) for unit in pieces.line]
+        found = self.hypotheses(pieces.sources, guarded)
         by_unit: list[list[list[tuple[list[int], float]]]] = [[] for _ in units]
         for unit, hypotheses in zip(pieces.line, found, strict=True):
             by_unit[unit].append(hypotheses or [([], float("nan"))])
@@ -182,6 +194,18 @@ class TextTranslator:
         if self.decode_cfg.final_mark and _UNMARKED.search(sentence):
             sentence += _mark_for(sentence)
         return spans.mask(sentence) if self.placeholders else (sentence, [])
+
+    def guards(self, text: str) -> bool:
+        """Whether decode.digit_guard keeps digits out of the translation of `text` (as
+        the model is given it): it has none outside its placeholders."""
+        return self.decode_cfg.digit_guard and not spans.has_free_digit(text)
+
+    @property
+    def digit_pieces(self) -> list[int]:
+        """The target pieces a guarded output may not write (spans.digit_pieces)."""
+        if self._digit_pieces is None:
+            self._digit_pieces = spans.digit_pieces(self.tgt_tok)
+        return self._digit_pieces
 
     @property
     def spans_lost(self) -> int:
@@ -243,20 +267,32 @@ class TextTranslator:
         limit = (lengths * self.decode_cfg.max_len_a + self.decode_cfg.max_len_b).long()
         return limit.clamp(max=self.max_positions - 1)
 
-    def hypotheses(self, sources: Sequence[np.ndarray]) -> list[list[tuple[list[int], float]]]:
+    def hypotheses(
+        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+    ) -> list[list[tuple[list[int], float]]]:
         """Source ids → each source's hypotheses as (ids without BOS/EOS, score), best
-        first: one (score NaN where nothing asked for it) unless decode.nbest asks for more."""
+        first: one (score NaN where nothing asked for it) unless decode.nbest asks for more.
+        Where `guarded` is true for a source, its outputs write no `digit_pieces`."""
         raise NotImplementedError
 
     def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
         """Source ids → the best output ids (no BOS/EOS), in input order."""
         return [found[0][0] if found else [] for found in self.hypotheses(sources)]
 
-    def batches(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
-        """The indices of `sources`, sorted by length, in batches of `decode.batch_size`."""
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        size = self.decode_cfg.batch_size
-        return [order[start : start + size] for start in range(0, len(order), size)]
+    def batches(
+        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+    ) -> list[Batch]:
+        """The indices of `sources`, sorted by length, in batches of `decode.batch_size`:
+        the guarded ones apart from the others."""
+        guarded = guarded or [False] * len(sources)
+        size, batches = self.decode_cfg.batch_size, []
+        for guard in (False, True):
+            order = sorted(
+                (i for i in range(len(sources)) if guarded[i] == guard),
+                key=lambda i: len(sources[i]),
+            )
+            batches += [Batch(order[at : at + size], guard) for at in range(0, len(order), size)]
+        return batches
 
 
 def changed(decode_cfg: DecodeConfig, **changes) -> DecodeConfig:

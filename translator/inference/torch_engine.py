@@ -20,7 +20,7 @@ from translator.config import Config, DecodeConfig, from_dict
 from translator.data.batching import pad
 from translator.data.tokenizer import Tokenizer, load_tokenizer
 from translator.inference.onednn import use_onednn
-from translator.inference.search import Found, search
+from translator.inference.search import NEVER_OUTPUT, Found, search
 from translator.inference.text import TextTranslator, changed, overrides
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.rundir import RunDir
@@ -81,11 +81,14 @@ class Translator(TextTranslator):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def hypotheses(self, sources: Sequence[np.ndarray]) -> Found:
+    def hypotheses(
+        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+    ) -> Found:
         """Source ids → each one's hypotheses, in input order. Sentences are sorted by
         length into batches of `decode.batch_size`, and searched as `[decode]` asks
-        (search.py); each may write `max_len_a × source length + max_len_b` tokens.
-        Sampling draws from a generator seeded with `decode.seed` for each call."""
+        (search.py); each may write `max_len_a × source length + max_len_b` tokens, and
+        a `guarded` one no digit. Sampling draws from a generator seeded with
+        `decode.seed` for each call."""
         decode_cfg = self.decode_cfg
         generator = None
         if decode_cfg.sample:
@@ -93,10 +96,11 @@ class Translator(TextTranslator):
         was_training = self.model.training
         self.model.eval()
         outputs: Found = [[] for _ in sources]
-        for rows in self.batches(sources):
+        for rows, guard in self.batches(sources, guarded):
             src = pad([sources[i] for i in rows]).to(self.device)
             max_lens = self.limits([len(sources[i]) for i in rows])
-            found = search(self.model, src, max_lens, decode_cfg, generator)
+            never = NEVER_OUTPUT + self.digit_pieces if guard else NEVER_OUTPUT
+            found = search(self.model, src, max_lens, decode_cfg, generator, never)
             for i, hypotheses in zip(rows, found, strict=True):
                 outputs[i] = hypotheses
         self.model.train(was_training)
