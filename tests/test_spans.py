@@ -58,6 +58,40 @@ def test_a_training_pair_is_masked_only_where_the_target_has_every_span():
     assert chinese == ["打⦅1⦆。", "没有。", "访问GitHub。"]
 
 
+def test_numbers_both_sides_hold_become_placeholders_where_all_of_them_are(tmp_path):
+    english = ["I paid 5 dollars.", "He has 3 cats and 3 dogs.", "Are you over 18?", "Hi."]
+    chinese = ["我付了5美元。", "他有3只猫和3只狗。", "你有十八岁了吗？", "你好。"]
+    english += ["Call ⦅1⦆ at 6:30.", "It is 1,000 or 2.5 yen."]
+    chinese += ["⦅1⦆点6:30打。", "是1,000或2.5日元。"]
+    assert spans.mask_numbers(english, chinese) == 3
+    assert english == [
+        "I paid ⦅1⦆ dollars.",
+        "He has ⦅1⦆ cats and ⦅2⦆ dogs.",
+        "Are you over 18?",  # 十八: not verbatim, left as written
+        "Hi.",
+        "Call ⦅1⦆ at 6:30.",  # a placeholder already: left to mask_lines' numbering
+        "It is ⦅1⦆ or ⦅2⦆ yen.",
+    ]
+    assert chinese[:2] == ["我付了⦅1⦆美元。", "他有⦅1⦆只猫和⦅2⦆只狗。"]
+    assert chinese[2:] == ["你有十八岁了吗？", "你好。", "⦅1⦆点6:30打。", "是⦅1⦆或⦅2⦆日元。"]
+
+    from translator.corpus.pipeline import prepare
+
+    pairs = generated_pairs(200) + NUMBERED * 5 + [("I paid 5 dollars.", "我付了5美元。")] * 5
+    write_tatoeba(tmp_path / "corpus.tsv", pairs)
+    counted = {}
+    for on in (False, True):
+        config = tiny_config(
+            tmp_path,
+            data={"placeholders": True, "number_placeholders": on, "dir": str(tmp_path / str(on))},
+        )
+        counted[on] = prepare(config.data).stats["placeholder_pairs"]
+        english, _ = read_split(config.data.dir, "train")
+        assert ("I paid ⦅1⦆ dollars." in english) == on
+    assert counted[False]["numbers"] == 0 and counted[True]["numbers"] > 0
+    assert counted[True]["spans"] == counted[False]["spans"]
+
+
 def test_synthetic_placeholders_go_into_a_share_of_pairs_alike_on_both_sides():
     pairs = generated_pairs(576) * 4  # every templated pair, four times over
     english, chinese = [en for en, _ in pairs], [zh for _, zh in pairs]

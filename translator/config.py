@@ -54,6 +54,7 @@ class DataConfig:
     subword_sides: Literal["both", "src", "tgt"] = "both"  # which sides of train are sampled
     placeholders: bool = False  # protected spans (URLs, numbers, codes…) as ⦅n⦆ (data/spans.py)
     synthetic_placeholders: float = 0.1  # with placeholders: share of train pairs given ⦅n⦆
+    number_placeholders: bool = False  # with placeholders: numbers both sides hold become ⦅n⦆
     src_prefix: str = ""  # a piece put before every source as its id (OPUS-MT's >>cmn_Hans<<)
 
     def __setattr__(self, name: str, value: Any) -> None:

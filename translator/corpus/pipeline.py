@@ -44,7 +44,7 @@ from translator.corpus.vocabulary import coverage, has_byte_fallback, make_token
 from translator.data.ids import SubwordSampling, encode_splits, meta_file
 from translator.data.layout import LANGS, SPLITS, corpus_file, split_file, stats_file
 from translator.data.lines import read_chunks
-from translator.data.spans import insert_synthetic, mask_lines
+from translator.data.spans import insert_synthetic, mask_lines, mask_numbers
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -129,7 +129,7 @@ def _prepare(
     placeholders = None
     if data_cfg.placeholders:
         with _stage(seconds, "placeholders"):
-            placeholders = mask_train_split(out, data_cfg.synthetic_placeholders, data_cfg.seed)
+            placeholders = mask_train_split(out, data_cfg)
     with _stage(seconds, "tokenizers"):
         vocab = make_tokenizers(data_cfg, out, workers)
     with _stage(seconds, "encode"):
@@ -146,21 +146,25 @@ def _prepare(
     return stats, scanned.workers
 
 
-def mask_train_split(out: Path, synthetic: float, seed: int) -> dict[str, int]:
+def mask_train_split(out: Path, data_cfg: DataConfig) -> dict[str, int]:
     """data.placeholders: the train split's pairs whose protected spans are on both sides
-    rewritten with ⦅n⦆, and a `synthetic` share of the others given one or two (data/spans.py),
+    rewritten with ⦅n⦆ (and, with data.number_placeholders, those whose numbers are), and
+    a data.synthetic_placeholders share of the others given one or two (data/spans.py),
     block by block, seeded; returns how many of each. Held-out splits stay as written: eval
     and translate put the placeholders in themselves."""
     files = [split_file(out, "train", lang) for lang in LANGS]
     masked_files = [path.with_suffix(path.suffix + ".masked") for path in files]
-    masked = {"spans": 0, "synthetic": 0}
-    rng = np.random.default_rng(seed)
+    masked = {"spans": 0, "numbers": 0, "synthetic": 0}
+    rng = np.random.default_rng(data_cfg.seed)
+    synthetic = data_cfg.synthetic_placeholders
     with (
         masked_files[0].open("w", encoding="utf-8") as en,
         masked_files[1].open("w", encoding="utf-8") as zh,
     ):
         for english, chinese in zip(*(read_chunks(f, 200_000) for f in files), strict=True):
             masked["spans"] += mask_lines(english, chinese)
+            if data_cfg.number_placeholders:
+                masked["numbers"] += mask_numbers(english, chinese)
             masked["synthetic"] += insert_synthetic(english, chinese, rng, synthetic)
             en.write("".join(line + "\n" for line in english))
             zh.write("".join(line + "\n" for line in chinese))

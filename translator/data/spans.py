@@ -17,7 +17,8 @@ character, and the placeholders that carry them through a model trained with
 
 A pair in the training data gets placeholders only where each span of its English side is
 in its Chinese side verbatim (otherwise it is left as written), so the model learns to copy
-⦅n⦆ where the translation copies the span. Each placeholder is one piece of both
+⦅n⦆ where the translation copies the span; with data.number_placeholders, a pair's numbers
+of any length too (mask_numbers), where all of them are. Each placeholder is one piece of both
 tokenizers (SentencePiece user-defined symbols), so it cannot be split or misspelt.
 Small numbers (3 apples → 三个苹果) and names such as Tom (汤姆) are translated, not
 protected.
@@ -52,6 +53,7 @@ _PATTERNS = {
     "name": r"\b[a-z]+[A-Z][A-Za-z]*\b|\b[A-Z][a-z]+[A-Z][A-Za-z]*\b",
 }
 _SPAN = re.compile("|".join(f"(?P<{kind}>{p})" for kind, p in _PATTERNS.items()))
+_NUMBER = re.compile(r"(?<![\w.,:])\d+(?:[.,:]\d+)*(?![\w])")  # 5, 6:30, 1,000, 2.5
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def find(text: str) -> list[str]:
     return [m.group(0) for m in _SPAN.finditer(text)]
 
 
-def mask(text: str) -> tuple[str, list[str]]:
+def mask(text: str, pattern: re.Pattern = _SPAN) -> tuple[str, list[str]]:
     """The text with its first MAX_PLACEHOLDERS spans as ⦅1⦆, ⦅2⦆, …, and those spans."""
     spans: list[str] = []
 
@@ -76,7 +78,7 @@ def mask(text: str) -> tuple[str, list[str]]:
         spans.append(match.group(0))
         return PLACEHOLDERS[len(spans) - 1]
 
-    return _SPAN.sub(placeholder, text), spans
+    return pattern.sub(placeholder, text), spans
 
 
 def unmask(output: str, spans: list[str]) -> Unmasked:
@@ -100,11 +102,12 @@ def unmask(output: str, spans: list[str]) -> Unmasked:
     return Unmasked(text, lost, extra)
 
 
-def mask_pair(source: str, target: str) -> tuple[str, str] | None:
-    """A training pair with placeholders on both sides, where every span of the source is
-    in the target verbatim (each replaced once there, in the source's numbering); None
-    where the source has no span or the target lacks one."""
-    masked, spans = mask(source)
+def mask_pair(source: str, target: str, pattern: re.Pattern = _SPAN) -> tuple[str, str] | None:
+    """A training pair with placeholders on both sides, where every span of the source
+    (`pattern`'s matches: the protected spans) is in the target verbatim (each replaced
+    once there, in the source's numbering); None where the source has none or the target
+    lacks one."""
+    masked, spans = mask(source, pattern)
     if not spans:
         return None
     for n, span in enumerate(spans, 1):
@@ -130,6 +133,20 @@ def mask_lines(english: list[str], chinese: list[str]) -> int:
         if _SPAN.search(source) and (pair := mask_pair(source, chinese[i])):
             english[i], chinese[i] = pair
             masked += 1
+    return masked
+
+
+def mask_numbers(english: list[str], chinese: list[str]) -> int:
+    """data.number_placeholders: the pairs without placeholders whose numbers, of any
+    length (I paid 5 dollars / 我付了5美元), are all in the Chinese side verbatim given ⦅n⦆
+    in their place on both sides, in place; returns how many. The model so sees ⦅n⦆ where
+    numbers stand (⦅1⦆ dollars → ⦅1⦆美元), not only where synthetic ones were put."""
+    masked = 0
+    for i, source in enumerate(english):
+        if "⦅" not in source and _NUMBER.search(source):
+            if pair := mask_pair(source, chinese[i], _NUMBER):
+                english[i], chinese[i] = pair
+                masked += 1
     return masked
 
 
