@@ -143,10 +143,10 @@ def mask_numbers(english: list[str], chinese: list[str]) -> int:
     numbers stand (⦅1⦆ dollars → ⦅1⦆美元), not only where synthetic ones were put."""
     masked = 0
     for i, source in enumerate(english):
-        if "⦅" not in source and _NUMBER.search(source):
-            if pair := mask_pair(source, chinese[i], _NUMBER):
-                english[i], chinese[i] = pair
-                masked += 1
+        fresh = "⦅" not in source and _NUMBER.search(source)
+        if fresh and (pair := mask_pair(source, chinese[i], _NUMBER)):
+            english[i], chinese[i] = pair
+            masked += 1
     return masked
 
 
