@@ -44,6 +44,15 @@ def test_mask_and_unmask_round_trip_and_name_what_was_lost():
     assert len(found) == spans.MAX_PLACEHOLDERS and masked.endswith("1008 1009")
 
 
+def test_spans_written_back_to_back_are_not_run_together():
+    """Two placeholders side by side would otherwise make one number the source lacks."""
+    found = ["VS-9278", "403.76"]
+    assert spans.unmask("十美元⦅1⦆⦅2⦆美元。", found).text == "十美元VS-9278 403.76美元。"
+    assert spans.unmask("⦅1⦆⦅1⦆⦅2⦆", found) == spans.Unmasked("VS-9278 403.76", [], 1)
+    assert spans.unmask("⦅2⦆，⦅1⦆", found).text == "403.76，VS-9278"
+    assert spans.unmask("⦅1⦆⦅2⦆", ["😀", "x"]).text == "😀x"  # no letters meet: as written
+
+
 def test_a_training_pair_is_masked_only_where_the_target_has_every_span():
     assert spans.mask_pair("I was born in 1990.", "我1990年出生。") == (
         "I was born in ⦅1⦆.",

@@ -34,6 +34,7 @@ import numpy as np
 MAX_PLACEHOLDERS = 8  # a sentence's spans beyond the eighth are left as written
 PLACEHOLDERS = tuple(f"⦅{n}⦆" for n in range(1, MAX_PLACEHOLDERS + 1))
 _PLACEHOLDER = re.compile(r"⦅(\d+)⦆")
+_ALNUM = re.compile(r"[A-Za-z0-9]")
 _FREE_DIGIT = re.compile(r"[0-9](?![0-9]*⦆)")
 _FINAL_MARKS = ".?!。？！…\"'”’)）"
 
@@ -84,17 +85,26 @@ def mask(text: str, pattern: re.Pattern = _SPAN) -> tuple[str, list[str]]:
 def unmask(output: str, spans: list[str]) -> Unmasked:
     """The first ⦅n⦆ of each n in the output replaced by the n-th span; the spans never
     written are `lost`. A placeholder written again (the source holds its span once) and
-    one with no span are dropped and counted as `extra`: a span is never written twice."""
+    one with no span are dropped and counted as `extra`: a span is never written twice.
+    Two spans the output writes back to back are set apart by a space where letters or
+    digits would meet (⦅1⦆⦅2⦆ → "VS-9278 403.76", not one number "VS-9278403.76")."""
     written: set[int] = set()
-    extra = 0
+    extra, last_end, last_span = 0, -1, ""
 
     def restore(match: re.Match) -> str:
-        nonlocal extra
+        nonlocal extra, last_end, last_span
         n = int(match.group(1))
+        touching = match.start() == last_end
+        last_end = match.end()
         if 1 <= n <= len(spans) and n not in written:
             written.add(n)
-            return spans[n - 1]
+            span = spans[n - 1]
+            glued = touching and _ALNUM.match(last_span[-1:]) and _ALNUM.match(span)
+            last_span = span
+            return " " + span if glued else span
         extra += 1
+        if not touching:
+            last_span = ""
         return ""
 
     text = _PLACEHOLDER.sub(restore, output)
