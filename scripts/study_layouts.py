@@ -1,8 +1,8 @@
 """What a student's layout costs on this machine: training target tokens/s and greedy
 decoding sentences/s for each (encoder layers + decoder layers), side by side in one run.
 
-    python scripts/student_layouts.py --set data.dir=data/prepared/tatoeba-3k
-    python scripts/student_layouts.py -c configs/student-cpu.toml --layouts 3+3 6+1 6+2 8+1
+    python scripts/study_layouts.py --set data.dir=data/prepared/tatoeba-3k
+    python scripts/study_layouts.py -c configs/student-cpu.toml --layouts 3+3 6+1 6+2 8+1
 
 Every layout is the config's model (d_model, heads, ff_dim) with other layer counts, freshly
 initialised from the same seed (train.init_from and train.teacher are ignored), and is
