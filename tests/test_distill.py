@@ -369,18 +369,9 @@ def script_on_tiny_teacher(trained: Path, tmp_path: Path, script: str, *args: st
 
 def test_distill_table_runs_on_the_tiny_teacher(trained, tmp_path):
     out = script_on_tiny_teacher(
-        trained, tmp_path, "distill_table.py", f"t={trained}", "--repeats", "1"
+        trained, tmp_path, "study_distill.py", f"t={trained}", "--repeats", "1"
     )
     row = out.strip().splitlines()[-1].split(" | ")
     assert (
         row[0] == "| t" and float(row[3]) > 50 and row[7] != "nan"
     )  # BLEU beam 5 of a teacher that learnt
-
-
-def test_student_layouts_measures_each_layout_on_the_tiny_data(trained, tmp_path):
-    args = ("--layouts", "1+1", "1+2", "--seconds", "1", "--tokens", "4", "--repeats", "1")
-    out = script_on_tiny_teacher(trained, tmp_path, "student_layouts.py", *args)
-    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| 1+")]
-    assert [row[0] for row in rows] == ["| 1+1", "| 1+2"]
-    assert rows[0][3] == "1.00" and float(rows[1][4].replace(",", "")) > 0  # greedy sent/s
-    assert [row[-1] for row in rows] == ["4.0 |", "4.0 |"]  # every sentence wrote 4 tokens

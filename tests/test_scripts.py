@@ -1,6 +1,7 @@
 """scripts/ is a package of its own: each script imports `translator` as installed and its
 shared helpers from scripts/common.py and step_measures.py, edits no module path, starts
-from any directory, and is listed with what it measures in docs/architecture.md."""
+from any directory, is listed with what it measures in docs/architecture.md, and is cited
+by another page (the figure it produced, the check it runs): else it has no keep to earn."""
 
 import subprocess
 import sys
@@ -57,3 +58,11 @@ def test_the_architecture_page_lists_every_script():
     for path in (ROOT / "scripts").rglob("*"):
         if path.suffix in (".py", ".sh"):
             assert f"`scripts/{path.relative_to(ROOT / 'scripts')}`" in page, path
+
+
+def test_every_script_is_cited_beyond_the_list_of_scripts():
+    pages = [p for p in (ROOT / "docs").glob("*.md") if p.name != "architecture.md"]
+    text = "".join(p.read_text(encoding="utf-8") for p in [*pages, ROOT / "Makefile"])
+    for path in (ROOT / "scripts").rglob("*"):
+        if path.suffix in (".py", ".sh"):
+            assert f"scripts/{path.relative_to(ROOT / 'scripts')}" in text, path

@@ -59,7 +59,7 @@ def test_study_names_unknown_variants(tmp_path):
 
 
 def test_prepare_only_writes_every_variants_data_and_trains_nothing(tmp_path, corpus):
-    """What lets several studies train at once on one machine (scripts/gpu_study.sh): the
+    """What lets several studies train at once on one machine (scripts/study_gpu.sh): the
     data they share, sampled encodings included, is written first; --set reaches it."""
     (tmp_path / "study.toml").write_text(CONFIG)
     sets = ["--set", "data.src_vocab_size=50"]  # a vocabulary change: its own directory

@@ -3,10 +3,10 @@
 # H100 mostly idle (docs/performance.md#on-a-gpu), so each group below is its own
 # scripts/study.py process with its own --out under runs/gpu-study, started detached.
 #
-#   bash scripts/gpu_study.sh start [MINUTES [GROUP…]]   # prepare the groups' data, start them
-#   bash scripts/gpu_study.sh progress          # the last epoch of each run so far
-#   bash scripts/gpu_study.sh wait              # until every group has finished; the table
-#   bash scripts/gpu_study.sh sweep DATA GROUP…  # beam 5 × length penalty on valid (test beside)
+#   bash scripts/study_gpu.sh start [MINUTES [GROUP…]]   # prepare the groups' data, start them
+#   bash scripts/study_gpu.sh progress          # the last epoch of each run so far
+#   bash scripts/study_gpu.sh wait              # until every group has finished; the table
+#   bash scripts/study_gpu.sh sweep DATA GROUP…  # beam 5 × length penalty on valid (test beside)
 #                                               # over the groups' EMA, else averaged, models
 #
 # Wall-clock budgets are shared: read epochs and whether the schedule reached its floor
@@ -116,7 +116,7 @@ sweep)
         dir="$OUT/$name/$variant/checkpoints"
         if [ -f "$dir/ema.pt" ]; then checkpoints+=("$dir/ema.pt"); else checkpoints+=("$dir/average5.pt"); fi
     done
-    $PY scripts/decode_sweep.py --data "$data" "${checkpoints[@]}" --beams 5 \
+    $PY scripts/study_decode_sweep.py --data "$data" "${checkpoints[@]}" --beams 5 \
         --alphas 0.6 1.0 1.5 2.0 --test --device "${DEVICE:-cuda}"
     ;;
 *)

@@ -1,7 +1,7 @@
 """Teacher and students side by side on one machine: test BLEU with beam 5 and greedy,
 decoding sentences/s in PyTorch and in CTranslate2 int8 (greedy), one run.
 
-    python scripts/distill_table.py -c configs/tatoeba-cpu.toml \\
+    python scripts/study_distill.py -c configs/tatoeba-cpu.toml \\
         "teacher=runs/tatoeba-cpu-60/checkpoints/ema.pt" \\
         "(a) distilled=runs/student-cpu/checkpoints/ema.pt" \\
         "(b) original=runs/student-original/checkpoints/ema.pt" \\

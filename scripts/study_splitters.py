@@ -8,7 +8,7 @@ that has no punctuation. Each splitter (the installed ones of pysbd, sentencex,
 sentence-splitter, and a one-regex baseline) splits every line; reported: lines split
 exactly right, boundary precision and recall, and the time per line.
 
-    python scripts/splitter_accuracy.py [--lines 60] [--show-errors]
+    python scripts/study_splitters.py [--lines 60] [--show-errors]
 
 The candidates are not dependencies of translator: `make splitters` installs them and runs
 this script. Needs ../shared/data/wmt (skips with a message when it is absent).

@@ -1,8 +1,8 @@
 """Traditional → simplified converters compared on the Chinese lines of a corpus: which lines
 each one changes, and whether each change is right.
 
-    python scripts/compare_t2s.py                      # the shared Tatoeba file
-    python scripts/compare_t2s.py pairs.tsv --show 20  # another corpus; list 20 lines each
+    python scripts/study_t2s.py                      # the shared Tatoeba file
+    python scripts/study_t2s.py pairs.tsv --show 20  # another corpus; list 20 lines each
 
 Candidates: zhconv `zh-hans` and `zh-cn`, OpenCC `t2s` (if the `opencc` package is
 installed: pip install opencc) and ours (translator.data.normalization.to_simplified).
