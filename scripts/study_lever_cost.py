@@ -1,8 +1,9 @@
-"""What each quality lever costs in time and memory: short training runs of one config side
+r"""What each quality lever costs in time and memory: short training runs of one config side
 by side in one command, each lever alone added to the config with every lever off; a table
 of training tokens/s and peak resident memory, each as a ratio to that plain run, last.
 
-    python scripts/study_lever_cost.py -c configs/tatoeba-cpu-60.toml --updates 150 --out runs/lever-cost
+    python scripts/study_lever_cost.py -c configs/tatoeba-cpu-60.toml --updates 150 \
+        --out runs/lever-cost
 
 Each run is its own `translator train --max-updates N` process (so its peak memory is its
 own: the `wait4` rusage of that child), one after another; tokens/s is the run's
