@@ -5,17 +5,20 @@
 #   bash scripts/gpu_session.sh OUT [TRAIN_MINUTES]
 #   RESUME=1 bash scripts/gpu_session.sh OUT2 [TRAIN_MINUTES]   # the next call: stage 4 only
 #
-# 1. scripts/gpu_check.py on configs/tatoeba-gpu.toml: CUDA graphs against eager (and, with
-#    CHECK_STEPS and CHECK_EPOCHS, bf16 against fp32, exact resume, cached decoding);
+# 1. scripts/gpu_check.py on configs/tatoeba-gpu.toml: CUDA graphs against eager over
+#    GRAPH_STEPS updates (and, with CHECK_STEPS, CHECK_EPOCHS and COMPILE_STEPS, bf16 against
+#    fp32, exact resume, cached decoding, the compiled step against eager);
 # 2. scripts/gpu_profile.py on configs/base.toml over the Tatoeba + WMT data: the config as
 #    it is against `train.cuda_graphs` (alone, over static shapes, with 4x tokens) and the
-#    levers together; profiles of the config and the fastest variant;
-# 3. the same for configs/tatoeba-gpu.toml;
+#    levers together, or the gpu_profile.py variants BASE_VARIANTS names (one per line);
+#    profiles of the config and the fastest variant;
+# 3. the same for configs/tatoeba-gpu.toml (GPU_VARIANTS);
 # 4. base.toml trained on that data with the fastest variant's settings from 2 (kept in
 #    runs/base-tw.sets) until TRAIN_MINUTES of training in all (default 10) or the stage's
 #    limit: `timeout` sends SIGTERM, on which training saves last.pt, so a second call
 #    with RESUME=1 on the same machine continues it exactly (`train --resume`). Its
-#    metrics.tsv (the loss curve and tokens/s an epoch) and log go to OUT.
+#    metrics.tsv (the loss curve and tokens/s an epoch) and log go to OUT. TRAIN_MINUTES 0:
+#    no training.
 #
 # It prepares the data it lacks (reading ../shared/data): a GPU machine, which has neither
 # that data nor the internet, needs data/prepared carried, prepared here by a dry run.
@@ -55,11 +58,14 @@ profile() {  # seconds, config, gpu_profile arguments…
 
 if [ -z "${RESUME:-}" ]; then
     timeout "${CHECK_SECONDS:-50}" $PY scripts/gpu_check.py -c configs/tatoeba-gpu.toml \
-        --device "$DEVICE" --out runs/gpu-check --compile-steps 0 --graph-steps 50 \
+        --device "$DEVICE" --out runs/gpu-check --compile-steps "${COMPILE_STEPS:-0}" \
+        --graph-steps "${GRAPH_STEPS:-50}" \
         --steps "${CHECK_STEPS:-0}" --epochs "${CHECK_EPOCHS:-0}" 2>&1 | tee "$OUT/check.log"
+    mapfile -t base_variants <<<"${BASE_VARIANTS:-$'cuda graphs, static shapes\nlevers'}"
+    mapfile -t gpu_variants <<<"${GPU_VARIANTS:-levers}"
     profile "${BASE_SECONDS:-160}" configs/base.toml --set "base:data.dir=$BASE_DATA" \
-        --variants "cuda graphs" "cuda graphs, static shapes" "cuda graphs, max_tokens x4" levers
-    profile "${GPU_SECONDS:-80}" configs/tatoeba-gpu.toml --variants "cuda graphs" levers
+        --variants "${base_variants[@]}"
+    profile "${GPU_SECONDS:-80}" configs/tatoeba-gpu.toml --variants "${gpu_variants[@]}"
     : >"$RUN.sets"  # the fastest base variant's settings, at the config's own token budget
     if [ -f "$OUT/best-base.txt" ]; then
         grep -v '^train.max_tokens=' "$OUT/best-base.txt" >"$RUN.sets"
@@ -69,14 +75,17 @@ else
     start=(--resume)
 fi
 
-sets=()
-while read -r line; do sets+=(--set "$line"); done <"$RUN.sets"
-echo "training base.toml to $MINUTES minutes (${start[*]}) with: ${sets[*]:-the config as it is}" | tee "$OUT/train.log"
-timeout "${TRAIN_SECONDS:-300}" $PY -m translator train -c configs/base.toml --device "$DEVICE" \
-    --set "data.dir=$BASE_DATA" --set "train.run_dir=$RUN" "${start[@]}" \
-    --max-minutes "$MINUTES" "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v '^epoch.*it/s\]$' >>"$OUT/train.log"
-cp "$RUN/metrics.tsv" "$OUT/train-metrics.tsv" 2>/dev/null
+train() {  # base.toml on BASE_DATA with RUN.sets, from the start or resumed
+    local sets=()
+    while read -r line; do sets+=(--set "$line"); done <"$RUN.sets"
+    echo "training base.toml to $MINUTES minutes ($*) with: ${sets[*]:-the config as it is}" | tee "$OUT/train.log"
+    timeout "${TRAIN_SECONDS:-300}" $PY -m translator train -c configs/base.toml --device "$DEVICE" \
+        --set "data.dir=$BASE_DATA" --set "train.run_dir=$RUN" "$@" \
+        --max-minutes "$MINUTES" "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v '^epoch.*it/s\]$' >>"$OUT/train.log"
+    cp "$RUN/metrics.tsv" "$OUT/train-metrics.tsv" 2>/dev/null
+}
+[ "$MINUTES" = 0 ] || train "${start[@]}"
 
 cat "$OUT"/gpu.txt "$OUT"/check.log "$OUT"/gpu_profile-*.md 2>/dev/null
-tail -n 8 "$OUT/train.log"
-column -t "$OUT/train-metrics.tsv" 2>/dev/null | cut -c 1-200
+tail -n 8 "$OUT/train.log" 2>/dev/null
+[ ! -f "$OUT/train-metrics.tsv" ] || (column -t "$OUT/train-metrics.tsv" 2>/dev/null || cat "$OUT/train-metrics.tsv") | cut -c 1-200
