@@ -53,6 +53,16 @@ def test_spans_written_back_to_back_are_not_run_together():
     assert spans.unmask("⦅1⦆⦅2⦆", ["😀", "x"]).text == "😀x"  # no letters meet: as written
 
 
+def test_the_span_guard_puts_a_lost_span_at_the_end_before_the_final_marks():
+    found = ["555.02", "HY-4584"]
+    back = spans.unmask("我付了⦅2⦆的钱。", found, append=True)
+    assert back == spans.Unmasked("我付了HY-4584的钱555.02。", [], 0, ["555.02"])
+    assert spans.unmask("我付了钱", found, append=True).text == "我付了钱555.02 HY-4584"
+    assert spans.unmask("I paid!”", found, append=True).text == "I paid 555.02 HY-4584!”"
+    assert spans.unmask("。", found, append=True).text == "555.02 HY-4584。"
+    assert spans.unmask("我付了钱。", found).lost == found  # without append: lost, as was
+
+
 def test_a_training_pair_is_masked_only_where_the_target_has_every_span():
     assert spans.mask_pair("I was born in 1990.", "我1990年出生。") == (
         "I was born in ⦅1⦆.",
@@ -203,6 +213,23 @@ def test_the_text_path_carries_spans_as_placeholders_and_names_the_lost(masked_r
     assert dropping.spans_lost == 1
     dropping.translate(line, beam=1)  # a copy with other settings counts into the same total
     assert dropping.spans_lost == 2
+    guarded = dropping.with_decode(span_guard=True)
+    found = guarded.translate([line], nbest=1)[0][0]
+    assert found.text == "It costs 12.50 dollars.Order KX-4821 came at https://example.com."
+    assert found.lost == () and found.appended == ("https://example.com",)
+    assert (guarded.spans_lost, guarded.spans_appended) == (2, 1)
+
+
+def test_the_entity_score_counts_the_spans_the_guard_put_back(masked_run):
+    from translator.evaluation.robustness import entity_score
+
+    config, _ = masked_run
+    suite = entities.suite(40)
+    dropping = copying(config, drop=("⦅1⦆",))  # every sentence's first span
+    plain, lost = entity_score(dropping, suite)
+    assert plain.spans - plain.kept == len(lost) == len(suite) and plain.appended == 0
+    guarded, lost = entity_score(dropping.with_decode(span_guard=True), suite)
+    assert guarded.kept == guarded.spans and lost == [] and guarded.appended == len(suite)
 
 
 def test_a_placeholder_already_in_a_line_comes_back_as_written(masked_run):
@@ -281,19 +308,24 @@ def test_a_placeholder_model_gives_the_same_output_and_losses_on_both_engines(
     theirs = CTranslate2Translator.from_dir(export(checkpoint, tmp_path / "ct2"), config.decode)
     assert ours.placeholders and theirs.placeholders
     lines = [s.text for s in entities.suite(30)] + [en for en, _ in NUMBERED]
-    lost = 0
+    lost = appended = 0
     for guard in (False, True):
         found = [
-            [(h[0].text, h[0].lost) for h in engine.translate(lines, nbest=1)]
+            [(h[0].text, h[0].lost, h[0].appended) for h in engine.translate(lines, nbest=1)]
             for engine in (
-                ours.with_decode(digit_guard=guard),
-                theirs.with_decode(digit_guard=guard),
+                ours.with_decode(digit_guard=guard, span_guard=guard),
+                theirs.with_decode(digit_guard=guard, span_guard=guard),
             )
         ]  # the scores differ a little: docs/translating.md#n-best-lists-and-scores
         assert found[0] == found[1]
-        assert not any("⦅" in text for text, _ in found[0])
-        lost += sum(len(spans_lost) for _, spans_lost in found[0])
+        assert not any("⦅" in text for text, _, _ in found[0])
+        lost += sum(len(spans_lost) for _, spans_lost, _ in found[0])
+        appended += sum(len(put) for _, _, put in found[0])
+        if guard:
+            assert all(not spans_lost for _, spans_lost, _ in found[0])
+    assert appended > 0  # this tiny model drops spans, which the guard puts back
     assert ours.spans_lost == theirs.spans_lost == lost
+    assert ours.spans_appended == theirs.spans_appended == appended
 
 
 def test_the_digit_guard_keeps_digits_out_where_the_source_has_none(masked_model):

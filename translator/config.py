@@ -218,6 +218,7 @@ class DecodeConfig:
     recase: bool = True  # a sentence in ALL CAPS, Title Case or lower case put in ordinary case
     final_mark: bool = True  # a sentence ending without . ? ! translated as if it had one
     digit_guard: bool = False  # a source without digits (placeholders aside) gets none back
+    span_guard: bool = False  # a span whose placeholder the output lacks goes at its end
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching

@@ -113,23 +113,32 @@ def translate(
             write_lines(output, results)
         else:
             sys.stdout.write("".join(r + "\n" for r in results))
-    report_lost(translator.spans_lost)
+    report_spans(translator.spans_lost, translator.spans_appended)
 
 
-def report_lost(count: int) -> None:
-    """translate's summary, on stderr: the protected spans its translations lost."""
-    if count:
+def report_spans(lost: int, appended: int) -> None:
+    """translate's summary, on stderr: the protected spans its translations lost, and those
+    decode.span_guard put at the end of their sentence."""
+    if lost:
         typer.echo(
-            f"warning: {count} protected span{'s' if count > 1 else ''} (URLs, e-mail "
+            f"warning: {lost} protected span{'s' if lost > 1 else ''} (URLs, e-mail "
             "addresses, numbers, codes…) missing from the translations; --nbest 1 names them",
+            err=True,
+        )
+    if appended:
+        typer.echo(
+            f"note: {appended} protected span{'s' if appended > 1 else ''} the model did not "
+            "write put at the end of their sentence (decode.span_guard); --nbest 1 names them",
             err=True,
         )
 
 
 def rendered(lines: list[str], results: list) -> list[str]:
     """The output lines: the translations, or with --nbest one JSON object a line:
-    {"source": ..., "hypotheses": [{"text": ..., "score": ..., "lost": [...]}, ...]}, best
-    first, scores to 4 decimals, `lost` the protected spans the hypothesis lacks."""
+    {"source": ..., "hypotheses": [{"text": ..., "score": ..., "lost": [...],
+    "appended": [...]}, ...]}, best first, scores to 4 decimals, `lost` the protected spans
+    the hypothesis lacks, `appended` those decode.span_guard put at the end of their
+    sentence."""
     if not results or isinstance(results[0], str):
         return results
     return [

@@ -10,7 +10,8 @@ character, and the placeholders that carry them through a model trained with
       (a placeholder already in the text is a span too, so its ⦅n⦆ comes back as written:
       `distill` translates a train split that data.placeholders masked)
     unmask(output, spans) → the output with each ⦅n⦆ replaced once, the spans it lost, and
-      the placeholders it wrote again or that the source did not have (dropped)
+      the placeholders it wrote again or that the source did not have (dropped); with
+      append (decode.span_guard), the lost spans put at its end, before its final marks
     missing(source, output) → the source's spans not in the output verbatim
     has_free_digit(text) → whether a digit stands outside the text's placeholders: where
       none does, decode.digit_guard keeps the output from writing any (digit_pieces)
@@ -27,7 +28,7 @@ protected.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,6 +63,7 @@ class Unmasked:
     text: str
     lost: list[str]  # spans whose placeholder the output did not have
     extra: int  # placeholders in the output that the source did not have (dropped)
+    appended: list[str] = field(default_factory=list)  # lost spans put at the end (append)
 
 
 def find(text: str) -> list[str]:
@@ -82,12 +84,14 @@ def mask(text: str, pattern: re.Pattern = _SPAN) -> tuple[str, list[str]]:
     return pattern.sub(placeholder, text), spans
 
 
-def unmask(output: str, spans: list[str]) -> Unmasked:
+def unmask(output: str, spans: list[str], append: bool = False) -> Unmasked:
     """The first ⦅n⦆ of each n in the output replaced by the n-th span; the spans never
     written are `lost`. A placeholder written again (the source holds its span once) and
     one with no span are dropped and counted as `extra`: a span is never written twice.
     Two spans the output writes back to back are set apart by a space where letters or
-    digits would meet (⦅1⦆⦅2⦆ → "VS-9278 403.76", not one number "VS-9278403.76")."""
+    digits would meet (⦅1⦆⦅2⦆ → "VS-9278 403.76", not one number "VS-9278403.76").
+    With `append` (decode.span_guard), the spans never written are put at the end of the
+    output, before its final marks, and named `appended` instead of `lost`."""
     written: set[int] = set()
     extra, last_end, last_span = 0, -1, ""
 
@@ -109,7 +113,19 @@ def unmask(output: str, spans: list[str]) -> Unmasked:
 
     text = _PLACEHOLDER.sub(restore, output)
     lost = [span for n, span in enumerate(spans, 1) if n not in written]
+    if append and lost:
+        return Unmasked(appended(text, lost), [], extra, lost)
     return Unmasked(text, lost, extra)
+
+
+def appended(text: str, lost: list[str]) -> str:
+    """`text` with the `lost` spans at its end, before its final marks ("我付了钱。" →
+    "我付了钱555.02。"), set apart by a space where letters or digits would meet."""
+    body = text.rstrip(_FINAL_MARKS)
+    for span in lost:
+        glued = _ALNUM.match(body[-1:]) and _ALNUM.match(span)
+        body += " " + span if glued else span
+    return body + text[len(text.rstrip(_FINAL_MARKS)) :]
 
 
 def mask_pair(source: str, target: str, pattern: re.Pattern = _SPAN) -> tuple[str, str] | None:

@@ -34,6 +34,11 @@ class Hypothesis(BaseModel):
         default_factory=list,
         description="Protected spans of the text (URLs, numbers, codes…) missing from this one.",
     )
+    appended: list[str] = Field(
+        default_factory=list,
+        description="Protected spans the model did not write, put at the end of their "
+        "sentence (decode.span_guard).",
+    )
 
 
 class TranslateResponse(BaseModel):

@@ -83,9 +83,10 @@ def split_references(config: Config, split: str) -> tuple[list[str], list[list[s
 
 
 def search_name(config: Config) -> str:
-    """How the outputs were searched, for their file names: beam size, digit guard."""
+    """How the outputs were searched, for their file names: beam size, the guards."""
     beam = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
-    return beam + (".digit-guard" if config.decode.digit_guard else "")
+    digits = ".digit-guard" if config.decode.digit_guard else ""
+    return beam + digits + (".span-guard" if config.decode.span_guard else "")
 
 
 def output_name(config: Config, checkpoint: Path, suffix: str) -> Path:

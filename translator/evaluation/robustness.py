@@ -61,6 +61,7 @@ class EntityScore:
     kept: int
     by_kind: dict[str, tuple[int, int]]  # kind → (kept, spans)
     invented_digit_runs: int
+    appended: int = 0  # of those kept, put at the end by decode.span_guard (not the model)
 
     @property
     def kept_share(self) -> float:
@@ -102,9 +103,12 @@ def variant_scores(
 def entity_score(
     translator: TextTranslator, suite: Sequence[entities.EntitySentence]
 ) -> tuple[EntityScore, list[dict]]:
-    """The suite translated: spans kept verbatim (by kind), digit runs invented, and the
-    sentences that lost a span (source, output, the spans lost)."""
+    """The suite translated: spans kept verbatim (by kind; of them, how many
+    decode.span_guard put at the end), digit runs invented, and the sentences that lost a
+    span (source, output, the spans lost)."""
+    appended = translator.spans_appended
     outputs = translator.translate([s.text for s in suite], split=False, nbest=0)
+    appended = translator.spans_appended - appended
     by_kind = {kind: [0, 0] for kind in entities.KINDS}
     invented, lost_examples = 0, []
     for sentence, output in zip(suite, outputs, strict=True):
@@ -119,7 +123,7 @@ def entity_score(
     kept = sum(k for k, _ in by_kind.values())
     spans = sum(n for _, n in by_kind.values())
     kinds = {kind: (k, n) for kind, (k, n) in by_kind.items() if n}
-    return EntityScore(len(suite), spans, kept, kinds, invented), lost_examples
+    return EntityScore(len(suite), spans, kept, kinds, invented, appended), lost_examples
 
 
 def robustness(
@@ -148,6 +152,8 @@ def table(result: Robustness) -> list[str]:
         f"entities: {e.sentences:,} sentences, {e.kept:,} of {e.spans:,} spans kept verbatim "
         f"({e.kept_share:.1%}): {kinds}"
     )
+    if e.appended:
+        lines.append(f"of them put at the end by decode.span_guard: {e.appended:,}")
     lines.append(
         f"digit runs invented: {e.invented_digit_runs:,} "
         f"({e.invented_per_1000:.1f} per 1,000 sentences)"

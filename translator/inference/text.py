@@ -7,11 +7,13 @@
         source has no digit outside its placeholders apart, where decode.digit_guard
         keeps digits out of the output)
       → search (the engine's) → restore the input order → decode pieces to text
-      → ⦅n⦆ back to its span; the spans missing from the output named → join each
-        line's sentences
+      → ⦅n⦆ back to its span (one the output lacks put at its end, where decode.span_guard
+        asks); the spans missing from the output named → join each line's sentences
 
 A protected span (a URL, an e-mail address, a number, a code…) that a translation does not
-hold verbatim is named in its `Hypothesis.lost`, and counted in `spans_lost`.
+hold verbatim is named in its `Hypothesis.lost`, and counted in `spans_lost`; one whose
+placeholder the model did not write, put at the end by decode.span_guard, is named in
+`Hypothesis.appended` and counted in `spans_appended`.
 
 An engine (our PyTorch model in torch_engine.py, CTranslate2 in ct2_engine.py) subclasses
 `TextTranslator` and implements `hypotheses`; everything else is shared.
@@ -59,11 +61,13 @@ def _mark_for(sentence: str) -> str:
 class Hypothesis(NamedTuple):
     """One of a line's n best translations, and its score: the log-probability the search
     ranked it by (divided by the length penalty; summed over a line's sentences); `lost`:
-    the protected spans of the source that it does not hold verbatim."""
+    the protected spans of the source that it does not hold verbatim; `appended`: those
+    the model did not write, that decode.span_guard put at the end of their sentence."""
 
     text: str
     score: float
     lost: tuple[str, ...] = ()
+    appended: tuple[str, ...] = ()
 
 
 class Unit(NamedTuple):
@@ -165,6 +169,7 @@ class TextTranslator:
             by_line[line].append(Unit(units[unit], protected[unit][1], by_unit[unit]))
         combined = [self._combine(line) for line in by_line]
         self.counts["spans_lost"] += sum(len(found[0].lost) for found in combined if found)
+        self.counts["spans_appended"] += sum(len(f[0].appended) for f in combined if f)
         return combined
 
     def _combine(self, units: list[Unit]) -> list[Hypothesis]:
@@ -173,16 +178,17 @@ class TextTranslator:
         count = max((len(p) for unit in units for p in unit.pieces), default=0)
         combined = []
         for i in range(count):
-            texts, lost, score = [], [], 0.0
+            texts, lost, appended, score = [], [], [], 0.0
             for unit in units:
                 chosen = [p[min(i, len(p) - 1)] for p in unit.pieces]
                 text = document.join([self.detokenize(ids) for ids, _ in chosen])
                 if unit.spans:
-                    text = spans.unmask(text, unit.spans).text
+                    unmasked = spans.unmask(text, unit.spans, self.decode_cfg.span_guard)
+                    text, appended = unmasked.text, appended + unmasked.appended
                 texts.append(text)
                 lost += spans.missing(unit.source, text)
                 score += sum(s for _, s in chosen)
-            combined.append(Hypothesis(document.join(texts), score, tuple(lost)))
+            combined.append(Hypothesis(document.join(texts), score, tuple(lost), tuple(appended)))
         return combined
 
     def for_model(self, sentence: str) -> tuple[str, list[str]]:
@@ -211,6 +217,12 @@ class TextTranslator:
     def spans_lost(self) -> int:
         """Protected spans missing from the best translations of every call so far."""
         return self.counts["spans_lost"]
+
+    @property
+    def spans_appended(self) -> int:
+        """Protected spans the model did not write, put at the end of their sentence by
+        decode.span_guard, in the best translations of every call so far."""
+        return self.counts["spans_appended"]
 
     @property
     def placeholders(self) -> bool:
