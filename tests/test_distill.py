@@ -101,6 +101,21 @@ def test_distilled_directory_keeps_held_out_splits_and_train_english(trained, tm
     assert made["decode"]["beam"] == 2 and made["teacher"]["sha256"]
 
 
+def test_data_prepared_with_a_models_tokenizers_distills(trained, tmp_path):
+    """`prepare --tokenizers-from` writes the tokenizers' models without their .vocab
+    listings: distill copies what there is."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(teacher_config(trained).data.dir, data)
+    for lang in ("en", "zh"):
+        (data / f"spm.{lang}.vocab").unlink()
+    out = tmp_path / "distilled"
+    distilled(teacher_config(trained, dir=str(data)), trained, out)
+    assert (out / "spm.zh.model").read_bytes() == (data / "spm.zh.model").read_bytes()
+    assert not (out / "spm.zh.vocab").exists() and up_to_date(out)
+
+
 def test_the_teacher_writes_train_targets_as_it_translates(trained, tmp_path):
     from translator.inference.torch_engine import Translator
 

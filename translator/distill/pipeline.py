@@ -180,9 +180,10 @@ def _write_prepared(
         for lang in LANGS:
             shutil.copyfile(split_file(data_dir, split, lang), split_file(out, split, lang))
     for lang in LANGS:
-        for suffix in ("model", "vocab"):
+        for suffix in ("model", "vocab"):  # no .vocab listing where prepare took a model's
             name = f"spm.{lang}.{suffix}"
-            shutil.copyfile(data_dir / name, out / name)
+            if suffix == "model" or (data_dir / name).is_file():
+                shutil.copyfile(data_dir / name, out / name)
     encoded = encode_splits(out, worker_count(data_cfg.workers))
     return _stats(recorded, weights, settings, lines, kept, writer.pairs, dropped, encoded.tokens)
 
