@@ -122,10 +122,11 @@ def appended(text: str, lost: list[str]) -> str:
     """`text` with the `lost` spans at its end, before its final marks ("我付了钱。" →
     "我付了钱555.02。"), set apart by a space where letters or digits would meet."""
     body = text.rstrip(_FINAL_MARKS)
+    marks = text[len(body) :]
     for span in lost:
         glued = _ALNUM.match(body[-1:]) and _ALNUM.match(span)
         body += " " + span if glued else span
-    return body + text[len(text.rstrip(_FINAL_MARKS)) :]
+    return body + marks
 
 
 def mask_pair(source: str, target: str, pattern: re.Pattern = _SPAN) -> tuple[str, str] | None:

@@ -180,10 +180,10 @@ def _write_prepared(
         for lang in LANGS:
             shutil.copyfile(split_file(data_dir, split, lang), split_file(out, split, lang))
     for lang in LANGS:
-        for suffix in ("model", "vocab"):  # no .vocab listing where prepare took a model's
-            name = f"spm.{lang}.{suffix}"
-            if suffix == "model" or (data_dir / name).is_file():
-                shutil.copyfile(data_dir / name, out / name)
+        shutil.copyfile(data_dir / f"spm.{lang}.model", out / f"spm.{lang}.model")
+        listing = data_dir / f"spm.{lang}.vocab"  # none where prepare took a model's tokenizers
+        if listing.is_file():
+            shutil.copyfile(listing, out / listing.name)
     encoded = encode_splits(out, worker_count(data_cfg.workers))
     return _stats(recorded, weights, settings, lines, kept, writer.pairs, dropped, encoded.tokens)
 
