@@ -23,6 +23,7 @@ import torch
 from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
 
 from translator.config import DecodeConfig, ServeConfig
+from translator.inference.text import Hypothesis
 from translator.inference.torch_engine import Translator
 
 pytest.importorskip("fastapi")
@@ -170,7 +171,7 @@ class CountingTranslator:
     def translate(self, sentences):
         self.calls.append(list(sentences))
         time.sleep(0.01)
-        return [s.upper() for s in sentences]
+        return [[Hypothesis(s.upper(), 0.0)] for s in sentences]
 
 
 @pytest.mark.parametrize("on", [True, False])
@@ -187,7 +188,7 @@ def test_batcher_groups_what_arrives_together_and_keeps_each_answer(on):
         return requests, answers
 
     requests, answers = asyncio.run(scenario())
-    assert answers == [[s.upper() for s in r] for r in requests]
+    assert answers == [[[Hypothesis(s.upper(), 0.0)] for s in r] for r in requests]
     assert len(fake.calls) == (1 if on else 10)
 
 

@@ -220,6 +220,52 @@ def test_the_text_path_carries_spans_as_placeholders_and_names_the_lost(masked_r
     assert (guarded.spans_lost, guarded.spans_appended) == (2, 1)
 
 
+def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):
+    """An entity-bearing request through `serve`'s app on an engine that drops a placeholder,
+    with decode.span_guard: /translate names the span put at the end (plain and n-best
+    answers), /lt translates as the library does, and /metrics counts every one."""
+    pytest.importorskip("fastapi")
+    import threading
+
+    import uvicorn
+    from test_serve import call, free_port, post
+    from test_serve_clients import lt_post
+
+    from translator.deploy.decoder import LocalDecoder
+    from translator.deploy.server import create_app
+
+    config, _ = masked_run
+    engine = copying(config, drop=("⦅2⦆",)).with_decode(span_guard=True)
+    app = create_app(LocalDecoder(engine), engine.decode_cfg, config.serve, {"engine": "copy"})
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while not server.started:
+            thread.join(0.05)
+        line = "Order KX-4821 came from https://example.com today."
+        expected = engine.translate(line)
+        assert expected.endswith("today https://example.com.")
+        status, body = post(url, {"text": [line, "Hello."]})
+        assert status == 200, body
+        assert body["translations"] == engine.translate([line, "Hello."])
+        assert body["appended"] == [["https://example.com"], []]
+        assert body["lost"] == [[], []]
+        status, nbest = post(url, {"text": [line], "nbest": 1})
+        assert status == 200 and nbest["appended"] == body["appended"][:1]
+        assert nbest["hypotheses"][0][0]["appended"] == ["https://example.com"]
+        status, answer = lt_post(url, {"q": line, "source": "en", "target": "zh"})
+        assert status == 200 and answer["translatedText"] == expected
+        metrics = call(url + "/metrics")[1]
+        assert "translator_spans_appended_total 3.0" in metrics.splitlines()
+        assert "translator_spans_lost_total 0.0" in metrics.splitlines()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 def test_the_entity_score_counts_the_spans_the_guard_put_back(masked_run):
     from translator.evaluation.robustness import entity_score
 

@@ -5,8 +5,8 @@ decoder's time, however many requests it refuses (measured in docs/deploy.md).
     HTTP process                            decoding process (spawned)
     DecoderProcess(config, checkpoint)  →   loads the model; answers "ready" (and what it
                                             decodes from) or why not
-    decode(sentences, settings)         →   LocalDecoder.decode → the outputs and the
-                                            number of source tokens, or the error
+    decode(sentences, settings)         →   LocalDecoder.decode → each text's hypotheses
+                                            and the number of source tokens, or the error
     close()                             →   the pipe closes: the process exits
 
 The decoding process ignores SIGINT and SIGTERM: Ctrl-C and a process manager's stop reach
@@ -56,17 +56,20 @@ class DecodeFailed(Exception):
 
 class LocalDecoder:
     """Decoding in the calling thread with one loaded translator (a TextTranslator, or
-    anything with `with_decode` and `translate`); the engine for each set of settings is
-    made once."""
+    anything with `with_decode` and `translate` that gives n-best lists); the engine for
+    each set of settings is made once."""
 
     def __init__(self, translator):
         self.translator = translator
         self.engines: dict[Settings, Any] = {}
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
-        """The outputs of `sentences` and how many source tokens they have (for /metrics)."""
+        """Each text's hypotheses (`Hypothesis`: text, score, spans lost and put at the end;
+        its best alone unless settings.nbest asks for more) and how many source tokens the
+        texts have (for /metrics)."""
         if settings not in self.engines:
-            self.engines[settings] = self.translator.with_decode(**asdict(settings))
+            changes = asdict(settings) | {"nbest": max(1, settings.nbest)}
+            self.engines[settings] = self.translator.with_decode(**changes)
         outputs = self.engines[settings].translate(sentences)
         tokenizer = getattr(self.translator, "src_tok", None)
         tokens = sum(map(len, tokenizer.encode(sentences))) if tokenizer else 0

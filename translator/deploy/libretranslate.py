@@ -139,7 +139,8 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
     }
 
     async def translate(texts: list[str]) -> list[str]:
-        return await batcher.translate(texts, settings) if texts else []
+        found = await batcher.translate(texts, settings) if texts else []
+        return [hypotheses[0].text if hypotheses else "" for hypotheses in found]
 
     @app.post("/lt/translate", response_model=LibreTranslateResponse, **documented)
     async def lt_translate(request: Request):

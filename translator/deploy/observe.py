@@ -53,6 +53,12 @@ class Metrics:
             "Protected spans (URLs, numbers, codes…) missing from translations",
             registry=registry,
         )
+        self.spans_appended = Counter(
+            "translator_spans_appended",
+            "Protected spans the model did not write, put at the end of their sentence "
+            "(decode.span_guard)",
+            registry=registry,
+        )
         queue = Gauge("translator_queue_sentences", "Sentences waiting", registry=registry)
         queue.set_function(queued)
         self.batches = Histogram(
@@ -65,11 +71,12 @@ class Metrics:
             "translator_rate_limit_clients", "Clients with a rate-limit bucket", registry=registry
         )
 
-    def decoded(self, sentences: list[str], tokens: int, lost: int = 0) -> None:
+    def decoded(self, sentences: list[str], tokens: int, lost: int = 0, appended: int = 0) -> None:
         self.batches.observe(len(sentences))
         self.sentences.inc(len(sentences))
         self.tokens.inc(tokens)
         self.spans_lost.inc(lost)
+        self.spans_appended.inc(appended)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -48,6 +48,11 @@ class TranslateResponse(BaseModel):
         description="Each text's protected spans (URLs, numbers, codes…) missing from its "
         "translation.",
     )
+    appended: list[list[str]] = Field(
+        default_factory=list,
+        description="Each text's protected spans the model did not write, put at the end of "
+        "their sentence in its translation (decode.span_guard).",
+    )
     beam: int
     milliseconds: float
     hypotheses: list[list[Hypothesis]] | None = Field(

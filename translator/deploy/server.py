@@ -1,8 +1,9 @@
 """`translator serve`: the model behind HTTP (FastAPI + uvicorn), loaded once at start-up.
 
-    POST /translate  {"text": ["Hello.", ...], "beam": 5}  →  {"translations": [...], ...}
+    POST /translate  {"text": ["Hello.", ...], "beam": 5}  →  {"translations": [...],
+                     "lost": [[span, ...], ...], "appended": [[span, ...], ...], ...}
                      optional: "split": false (each text one sentence), "nbest": N (≤ beam:
-                     "hypotheses" [[{"text", "score"}, ...], ...] added)
+                     "hypotheses" [[{"text", "score", "lost", "appended"}, ...], ...] added)
     GET  /health     →  {"status": "ok", "engine": ..., ...}
     GET  /metrics    →  Prometheus metrics (observe.py)
     /lt/...          →  LibreTranslate's API (libretranslate.py)
@@ -26,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from translator.config import DecodeConfig, ServeConfig, nbest_within_beam
 from translator.data.spans import missing
@@ -57,6 +58,19 @@ class Decoder(Protocol):
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]: ...
 
 
+class Blank(NamedTuple):
+    """A blank text's best translation: it has no hypotheses. (The decoder's are
+    inference/text.py's `Hypothesis`, which this process, free of torch, does not import.)"""
+
+    text: str = ""
+    appended: tuple[str, ...] = ()
+
+
+def best(outputs: list[list]) -> list:
+    """Each text's best hypothesis (Blank for a blank text)."""
+    return [hypotheses[0] if hypotheses else Blank() for hypotheses in outputs]
+
+
 @dataclass
 class _Pending:
     sentences: list[str]
@@ -76,10 +90,11 @@ class Batcher:
         max_sentences: int,
         on: bool,
         max_queue: int = 1 << 30,
-        on_decode=lambda sentences, tokens, lost: None,
+        on_decode=lambda sentences, tokens, lost, appended: None,
     ):
         self.decoder = decoder
-        self.on_decode = on_decode  # told each decode's sentences, tokens, spans lost (/metrics)
+        # told each decode's sentences, tokens, spans lost and put at the end (/metrics)
+        self.on_decode = on_decode
         self.max_queue = max_queue
         self.queued = 0  # sentences waiting, not yet taken into a batch
         self.wait = wait if on else 0.0
@@ -89,9 +104,9 @@ class Batcher:
         self.decodes = 0  # how many decodes ran (for tests and /health)
 
     async def translate(self, sentences: list[str], settings: Settings) -> list:
-        """The translations of `sentences`, once decoded; BadRequest 503 at once when the
-        queue has no room for them (the app answers it after serve.refusal_delay_s).
-        Cancelling the call drops them if not yet decoding."""
+        """The hypotheses of each of `sentences` (decoder.py), once decoded; BadRequest 503
+        at once when the queue has no room for them (the app answers it after
+        serve.refusal_delay_s). Cancelling the call drops them if not yet decoding."""
         if refused := self.refusal(len(sentences)):
             raise refused
         done = asyncio.get_running_loop().create_future()
@@ -142,7 +157,8 @@ class Batcher:
                     p.done.set_exception(exc)
             return
         self.decodes += 1
-        self.on_decode(sentences, tokens, sum(map(len, lost_spans(sentences, outputs))))
+        lost = sum(map(len, lost_spans(sentences, outputs)))
+        self.on_decode(sentences, tokens, lost, sum(len(h.appended) for h in best(outputs)))
         start = 0
         for p in requests:
             if not p.done.done():  # cancelled while it was decoding: nobody waits for it
@@ -150,11 +166,10 @@ class Batcher:
             start += len(p.sentences)
 
 
-def lost_spans(sentences: list[str], outputs: list) -> list[list[str]]:
+def lost_spans(sentences: list[str], outputs: list[list]) -> list[list[str]]:
     """Each text's protected spans (URLs, numbers, codes…: data/spans.py) missing from its
-    translation (its best hypothesis with n-best)."""
-    texts = [o if isinstance(o, str) else o[0].text if o else "" for o in outputs]
-    return [missing(s, t) for s, t in zip(sentences, texts, strict=True)]
+    translation (its best hypothesis)."""
+    return [missing(s, h.text) for s, h in zip(sentences, best(outputs), strict=True)]
 
 
 def check_request(
@@ -287,16 +302,16 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         sentences, settings = check_request(body, serve_cfg, defaults, ours)
         found = await batcher.translate(sentences, settings)
         ms = round((time.perf_counter() - started) * 1000, 1)
-        lost = lost_spans(sentences, found)
-        if not settings.nbest:
-            return {"translations": found, "lost": lost, "beam": settings.beam, "milliseconds": ms}
-        return {
-            "translations": [hypotheses[0].text if hypotheses else "" for hypotheses in found],
-            "lost": lost,
-            "hypotheses": [[h._asdict() for h in hypotheses] for hypotheses in found],
+        answer = {
+            "translations": [h.text for h in best(found)],
+            "lost": lost_spans(sentences, found),
+            "appended": [list(h.appended) for h in best(found)],
             "beam": settings.beam,
             "milliseconds": ms,
         }
+        if settings.nbest:
+            answer["hypotheses"] = [[h._asdict() for h in hypotheses] for hypotheses in found]
+        return answer
 
     add_routes(app, batcher, serve_cfg, defaults, keys, theirs)  # LibreTranslate's API at /lt
 
