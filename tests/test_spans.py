@@ -243,7 +243,7 @@ def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):
     thread.start()
     url = f"http://127.0.0.1:{port}"
     try:
-        while not server.started:
+        while not server.started and thread.is_alive():
             thread.join(0.05)
         line = "Order KX-4821 came from https://example.com today."
         expected = engine.translate(line)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from translator.config import Config
 from translator.deploy.limits import BadRequest
@@ -44,6 +44,20 @@ class Settings:
     beam: int
     split: bool
     nbest: int = 0
+
+
+class Blank(NamedTuple):
+    """A blank text's best translation: it has no hypotheses. (The others are
+    inference/text.py's `Hypothesis`, which the HTTP process, free of torch, does not
+    import.)"""
+
+    text: str = ""
+    appended: tuple[str, ...] = ()
+
+
+def best(outputs: list[list]) -> list:
+    """Each text's best hypothesis, of what `decode` returns (Blank for a blank text)."""
+    return [hypotheses[0] if hypotheses else Blank() for hypotheses in outputs]
 
 
 class DecodeFailed(Exception):

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 
 from translator.config import ServeConfig
 from translator.deploy.access import accepted, presented
+from translator.deploy.decoder import best
 from translator.deploy.limits import BadRequest, parse_json
 
 SOURCES, TARGETS = ("en", "auto"), ("zh", "zh-Hans", "zh-CN")
@@ -140,7 +141,7 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
 
     async def translate(texts: list[str]) -> list[str]:
         found = await batcher.translate(texts, settings) if texts else []
-        return [hypotheses[0].text if hypotheses else "" for hypotheses in found]
+        return [h.text for h in best(found)]
 
     @app.post("/lt/translate", response_model=LibreTranslateResponse, **documented)
     async def lt_translate(request: Request):

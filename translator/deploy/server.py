@@ -27,13 +27,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from translator.config import DecodeConfig, ServeConfig, nbest_within_beam
 from translator.data.spans import missing
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.admission import Admission
-from translator.deploy.decoder import Settings
+from translator.deploy.decoder import Settings, best
 from translator.deploy.libretranslate import add_routes
 from translator.deploy.limits import BadRequest, Limits, parse_json
 from translator.deploy.observe import Metrics, Observe
@@ -56,19 +56,6 @@ class Decoder(Protocol):
     `translator serve` runs) or LocalDecoder (in the worker thread)."""
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]: ...
-
-
-class Blank(NamedTuple):
-    """A blank text's best translation: it has no hypotheses. (The decoder's are
-    inference/text.py's `Hypothesis`, which this process, free of torch, does not import.)"""
-
-    text: str = ""
-    appended: tuple[str, ...] = ()
-
-
-def best(outputs: list[list]) -> list:
-    """Each text's best hypothesis (Blank for a blank text)."""
-    return [hypotheses[0] if hypotheses else Blank() for hypotheses in outputs]
 
 
 @dataclass
@@ -157,8 +144,9 @@ class Batcher:
                     p.done.set_exception(exc)
             return
         self.decodes += 1
-        lost = sum(map(len, lost_spans(sentences, outputs)))
-        self.on_decode(sentences, tokens, lost, sum(len(h.appended) for h in best(outputs)))
+        top = best(outputs)
+        lost = sum(map(len, lost_spans(sentences, top)))
+        self.on_decode(sentences, tokens, lost, sum(len(h.appended) for h in top))
         start = 0
         for p in requests:
             if not p.done.done():  # cancelled while it was decoding: nobody waits for it
@@ -166,10 +154,10 @@ class Batcher:
             start += len(p.sentences)
 
 
-def lost_spans(sentences: list[str], outputs: list[list]) -> list[list[str]]:
+def lost_spans(sentences: list[str], top: list) -> list[list[str]]:
     """Each text's protected spans (URLs, numbers, codes…: data/spans.py) missing from its
-    translation (its best hypothesis)."""
-    return [missing(s, h.text) for s, h in zip(sentences, best(outputs), strict=True)]
+    translation (`top`: each text's best hypothesis)."""
+    return [missing(s, h.text) for s, h in zip(sentences, top, strict=True)]
 
 
 def check_request(
@@ -302,10 +290,11 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         sentences, settings = check_request(body, serve_cfg, defaults, ours)
         found = await batcher.translate(sentences, settings)
         ms = round((time.perf_counter() - started) * 1000, 1)
+        top = best(found)
         answer = {
-            "translations": [h.text for h in best(found)],
-            "lost": lost_spans(sentences, found),
-            "appended": [list(h.appended) for h in best(found)],
+            "translations": [h.text for h in top],
+            "lost": lost_spans(sentences, top),
+            "appended": [list(h.appended) for h in top],
             "beam": settings.beam,
             "milliseconds": ms,
         }
