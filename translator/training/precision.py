@@ -53,9 +53,10 @@ def slow_bf16_warning(precision: str, device: torch.device) -> str | None:
     if precision != "bf16" or device.type != "cpu" or cpu_has_bf16():
         return None
     slower = bf16_matmul_cost()
+    shown = f"{slower:,.0f}" if slower >= 10 else f"{slower:.2f}"  # never "0x"
     return (
         f"train.precision = bf16 on a CPU without bf16 matrix instructions: a bf16 matrix "
-        f"multiply runs {slower:,.0f}x slower than fp32 here (256x256, measured now); "
+        f"multiply runs {shown}x slower than fp32 here (256x256, measured now); "
         f"fp32 (or auto) trains faster"
     )
 
