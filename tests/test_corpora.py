@@ -194,6 +194,7 @@ def test_a_weighted_epoch_is_what_train_runs_and_resume_draws_the_same(tmp_path,
     epochs = [len(plan.epoch(e)) for e in range(2)]
     result = train(config, progress=False)
     assert result.state.step == sum(epochs)  # one update per batch, update_freq 1
+    assert result.batches_per_epoch == epochs[-1] != len(plan)  # as `train` reports a stop
     assert (
         plan.epoch(1).groups[0].tolist()
         == load_training_data(config).train.epoch(1).groups[0].tolist()

@@ -109,7 +109,7 @@ class TrainResult:
     state: TrainState
     stop_reason: StopReason
     message: str  # the stop reason as the user reads it
-    batches_per_epoch: int
+    batches_per_epoch: int  # of the last epoch (weighted corpora: its draw)
     history: list[dict] = field(default_factory=list)  # the rows this session added
 
     @property
@@ -235,11 +235,13 @@ class Trainer:
         self._log_start()
         self.session_start = time.monotonic()
         history: list[dict] = []
+        batches = len(self.data.train)  # then each epoch's: weighted corpora draw anew
         tensorboard = self.config.train.tensorboard and self.ranks.main
         with self.signals, Board(self.run_dir.path, tensorboard) as board:
             while (stop := self.stop_reason()) is None:
                 plan, updates = self.start_epoch()
-                with self._progress_bar(len(plan)) as bar:
+                batches = len(plan)
+                with self._progress_bar(batches) as bar:
                     for group in updates:
                         self.update(plan, group)
                         bar.update(len(group))
@@ -251,9 +253,7 @@ class Trainer:
                 if stop is not None:
                     break
         message = stop.message(self.config)
-        return TrainResult(
-            self.run_dir.path, self.state, stop, message, len(self.data.train), history
-        )
+        return TrainResult(self.run_dir.path, self.state, stop, message, batches, history)
 
     def _log_start(self) -> None:
         data, train_cfg = self.data, self.config.train
