@@ -282,3 +282,21 @@ def test_distill_settings_come_from_the_config_and_set(tmp_path):
     config = load(toml, ["distill.select=length", "distill.out=made"])
     assert (config.distill.teacher, config.distill.out) == ("t.pt", "made")
     assert (config.distill.nbest, config.distill.beam, config.distill.select) == (5, 5, "length")
+
+
+def test_configs_that_borrow_a_model_agree_with_it_on_placeholders():
+    """A fine-tuning config or a student takes another config's tokenizers
+    (data.tokenizers_from, train.init_from): those carry ⦅n⦆ exactly when that config has
+    data.placeholders, and `train` refuses data prepared otherwise."""
+    by_run = {Path(load(p).train.run_dir): load(p) for p in CONFIGS}
+    borrowers = 0
+    for path in CONFIGS:
+        config = load(path)
+        for borrowed in (config.data.tokenizers_from, config.train.init_from):
+            if not borrowed:
+                continue
+            owner = next((c for run, c in by_run.items() if run in Path(borrowed).parents), None)
+            assert owner is not None, f"{path.name}: {borrowed} is no shipped config's run"
+            assert config.data.placeholders == owner.data.placeholders, path.name
+            borrowers += 1
+    assert borrowers >= 3  # the two news fine-tunings and the student
