@@ -182,6 +182,7 @@ class Copying(TextTranslator):
     drops what `drop` names: the text path around any engine, with nothing learnt."""
 
     drop: tuple[str, ...] = ()
+    add: str = ""  # written after every source: a placeholder of the model's own
 
     def hypotheses(self, sources, guarded=None):
         out = []
@@ -189,7 +190,7 @@ class Copying(TextTranslator):
             text = self.src_tok.decode([int(i) for i in ids[:-1]])
             for gone in self.drop:
                 text = text.replace(gone, "")
-            out.append([(self.tgt_tok.encode(text), -1.0)])
+            out.append([(self.tgt_tok.encode(text + self.add), -1.0)])
         return out
 
 
@@ -218,6 +219,20 @@ def test_the_text_path_carries_spans_as_placeholders_and_names_the_lost(masked_r
     assert found.text == "It costs 12.50 dollars.Order KX-4821 came at https://example.com."
     assert found.lost == () and found.appended == ("https://example.com",)
     assert (guarded.spans_lost, guarded.spans_appended) == (2, 1)
+
+
+def test_a_placeholder_the_model_writes_on_its_own_never_reaches_the_output(masked_run):
+    """A model trained with placeholders may write one where the source has no span (or
+    one more than it has): it is dropped, whether or not the sentence had spans."""
+    config, _ = masked_run
+    engine = copying(config)
+    engine.add = "⦅1⦆"
+    assert engine.translate(["Tom is here.", "It costs 12.50 dollars."]) == [
+        "Tom is here.",
+        "It costs 12.50 dollars.",
+    ]
+    found = engine.translate(["Tom is here."], nbest=1)[0][0]
+    assert found.lost == () and found.appended == ()
 
 
 def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):

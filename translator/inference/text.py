@@ -182,7 +182,7 @@ class TextTranslator:
             for unit in units:
                 chosen = [p[min(i, len(p) - 1)] for p in unit.pieces]
                 text = document.join([self.detokenize(ids) for ids, _ in chosen])
-                if unit.spans:
+                if self.placeholders:  # also where it has none: a ⦅n⦆ of its own goes
                     unmasked = spans.unmask(text, unit.spans, self.decode_cfg.span_guard)
                     text, appended = unmasked.text, appended + unmasked.appended
                 texts.append(text)
