@@ -40,7 +40,7 @@ prepare() {  # config, prepared dir, translator prepare arguments…: only if no
     [ -f "$2/spm.zh.model" ] || $PY -m translator prepare -c "$1" "${@:3}" >>"$OUT/prepare.log" 2>&1
 }
 prepare configs/tatoeba-gpu.toml data/prepared/tatoeba-4k
-prepare configs/tatoeba-cpu.toml data/prepared/tatoeba-3k # tatoeba-wmt.toml excludes its test split
+prepare configs/tatoeba-cpu.toml data/prepared/tatoeba-3k-ph3 # tatoeba-wmt.toml excludes its test split
 prepare configs/tatoeba-wmt.toml "$BASE_DATA" --set "data.dir=$BASE_DATA" \
     --set data.src_vocab_size=16000 --set data.tgt_vocab_size=16000
 

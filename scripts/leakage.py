@@ -5,7 +5,7 @@ copies the Chinese of the training pair whose English shares the most words with
 held-out sentence (Jaccard overlap of lower-cased word types). A leaking split lets the
 lookup score high on the leaked sentences; on a sound split it has nothing to copy.
 
-    python scripts/leakage.py data/prepared/tatoeba-3k
+    python scripts/leakage.py data/prepared/tatoeba-3k-ph3
     python scripts/leakage.py OLD_DIR NEW_DIR            # side by side
 
 BLEU is sacrebleu's (tokenize="zh"), each distinct English sentence against all its

@@ -4,7 +4,7 @@ each release its greedy translations of a prepared test split against the checkp
 own (sentences identical, BLEU). The table in docs/deploy.md comes from:
 
     python scripts/release_check.py runs/tatoeba-cpu/checkpoints/average5.pt \\
-        --data data/prepared/tatoeba-3k
+        --data data/prepared/tatoeba-3k-ph3
 
 Releases are written to a temporary directory; nothing in the run changes.
 """

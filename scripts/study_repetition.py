@@ -3,7 +3,7 @@ a 3-gram of target pieces, for each guard size, on a prepared test split (all it
 references) and on WMT newstest2021 (refA and refB).
 
     python scripts/study_repetition.py runs/tatoeba-cpu/checkpoints/average5.pt \\
-        --data data/prepared/tatoeba-3k --beam 5 --sizes 0 2 3 4
+        --data data/prepared/tatoeba-3k-ph3 --beam 5 --sizes 0 2 3 4
 
 Prints one markdown table row a guard size (0: off).
 """
