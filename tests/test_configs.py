@@ -288,10 +288,10 @@ def test_configs_that_borrow_a_model_agree_with_it_on_placeholders():
     """A fine-tuning config or a student takes another config's tokenizers
     (data.tokenizers_from, train.init_from): those carry ⦅n⦆ exactly when that config has
     data.placeholders, and `train` refuses data prepared otherwise."""
-    by_run = {Path(load(p).train.run_dir): load(p) for p in CONFIGS}
+    configs = {path: load(path) for path in CONFIGS}
+    by_run = {Path(c.train.run_dir): c for c in configs.values()}
     borrowers = 0
-    for path in CONFIGS:
-        config = load(path)
+    for path, config in configs.items():
         for borrowed in (config.data.tokenizers_from, config.train.init_from):
             if not borrowed:
                 continue
