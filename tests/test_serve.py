@@ -108,7 +108,10 @@ def test_translations_equal_the_library_and_the_page_is_served(server, trained):
     expected = ours.translate(SENTENCES, beam=3, nbest=2, split=False)
     assert status == 200 and nbest["translations"] == beam["translations"]
     assert nbest["hypotheses"] == [
-        [{**h._asdict(), "lost": list(h.lost), "appended": list(h.appended)} for h in line]
+        [
+            {**h._asdict(), "lost": list(h.lost), "appended": list(h.appended), "missed": []}
+            for h in line
+        ]
         for line in expected
     ]
     status, health = call(server + "/health")

@@ -120,7 +120,8 @@ def test_the_openapi_schema_describes_the_request(strict):
     url, _ = strict
     status, schema = call(url + "/openapi.json")
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
-    assert status == 200 and set(body["schema"]["properties"]) == {"text", "beam", "split", "nbest"}
+    properties = {"text", "beam", "split", "nbest", "glossary"}
+    assert status == 200 and set(body["schema"]["properties"]) == properties
     assert body["schema"]["additionalProperties"] is False
 
 

@@ -184,7 +184,7 @@ class Copying(TextTranslator):
     drop: tuple[str, ...] = ()
     add: str = ""  # written after every source: a placeholder of the model's own
 
-    def hypotheses(self, sources, guarded=None):
+    def hypotheses(self, sources, guarded=None, terms=None):
         out = []
         for ids in sources:
             text = self.src_tok.decode([int(i) for i in ids[:-1]])
@@ -324,7 +324,9 @@ def test_a_sentence_without_a_final_mark_is_translated_with_one(masked_run):
     engine = copying(config)
     seen = []
     hypotheses = engine.hypotheses
-    engine.hypotheses = lambda sources, guarded: seen.extend(sources) or hypotheses(sources)
+    engine.hypotheses = lambda sources, guarded, terms=None: (
+        seen.extend(sources) or hypotheses(sources)
+    )
     assert engine.translate("It costs 12.50 dollars") == "It costs 12.50 dollars."
     assert engine.src_tok.decode([int(i) for i in seen[-1][:-1]]) == "It costs ⦅1⦆ dollars."
     assert engine.translate("It costs 12.50 dollars.") == "It costs 12.50 dollars."

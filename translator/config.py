@@ -219,6 +219,12 @@ class DecodeConfig:
     final_mark: bool = True  # a sentence ending without . ? ! translated as if it had one
     digit_guard: bool = False  # a source without digits (placeholders aside) gets none back
     span_guard: bool = False  # a span whose placeholder the output lacks goes at its end
+    keep_names: bool = True  # a capitalised word the model never saw passes through verbatim
+    glossary: str = ""  # a TSV or CSV of English terms and their Chinese (data/glossary.py)
+    glossary_beam: int = 4  # the fewest beams a sentence with glossary terms is searched with
+    # search: every term a constraint of the search (names X → X placeholders where the model
+    # has them); placeholders: every term a placeholder (a model trained with them only)
+    glossary_mode: Literal["search", "placeholders"] = "search"
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching
@@ -229,7 +235,13 @@ class DecodeConfig:
 
     def check(self) -> None:
         """Also run on the Python API's per-call settings (inference/text.py)."""
-        _positive("decode", batch_size=self.batch_size, beam=self.beam, workers=self.workers)
+        _positive(
+            "decode",
+            batch_size=self.batch_size,
+            beam=self.beam,
+            workers=self.workers,
+            glossary_beam=self.glossary_beam,
+        )
         _require(
             self.threads >= 0,
             "config key 'decode.threads' must be >= 0 (0: the engine's default)",
@@ -265,6 +277,8 @@ class ServeConfig:
     max_sentences: int = 64  # per request
     max_chars: int = 1000  # per sentence
     max_beam: int = 8
+    max_glossary_entries: int = 1000  # entries of a request's own glossary
+    max_glossary_kb: int = 64  # ... and their size, English and Chinese, in UTF-8
     max_queue: int = 512  # sentences waiting to be decoded; beyond: 503 with Retry-After
     max_body_kb: int = 1024  # a larger request body is refused (413) before it is read
     read_timeout_s: float = 10.0  # a request body must arrive within this (else 408)
@@ -281,6 +295,8 @@ class ServeConfig:
             max_sentences=self.max_sentences,
             max_chars=self.max_chars,
             max_beam=self.max_beam,
+            max_glossary_entries=self.max_glossary_entries,
+            max_glossary_kb=self.max_glossary_kb,
             max_queue=self.max_queue,
             max_body_kb=self.max_body_kb,
             read_timeout_s=self.read_timeout_s,
@@ -432,6 +448,7 @@ PATH_KEYS = (
     ("train", "init_from"),
     ("train", "teacher"),
     ("decode", "model_dir"),
+    ("decode", "glossary"),
     ("distill", "teacher"),
     ("distill", "out"),
 )

@@ -56,6 +56,14 @@ ModelDirOpt = Annotated[
     Path | None,
     typer.Option("--model", help="A directory written by `translator export` (ctranslate2)."),
 ]
+GlossaryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--glossary",
+        help="TSV or CSV of English terms and the Chinese each must be translated as "
+        "(decode.glossary).",
+    ),
+]
 DEFAULT_CONFIG = config_module.DEFAULT_CONFIG
 
 
@@ -108,12 +116,14 @@ def run_options(
     length_penalty: float | None,
     engine: str | None = None,
     model_dir: Path | None = None,
+    glossary: Path | None = None,
 ) -> dict[str, object]:
-    """The flags of translate and eval, as the config keys they set."""
+    """The flags of translate, eval and serve, as the config keys they set."""
     return {
         "train.device": device,
         "decode.beam": beam,
         "decode.length_penalty": length_penalty,
         "decode.engine": engine,
         "decode.model_dir": None if model_dir is None else str(model_dir),
+        "decode.glossary": None if glossary is None else str(glossary),
     }

@@ -19,6 +19,7 @@ from translator.cli.common import (
     ConfigOpt,
     DeviceOpt,
     EngineOpt,
+    GlossaryOpt,
     ModelDirOpt,
     SetOpt,
     SourceArg,
@@ -135,6 +136,7 @@ def serve(
     model: ModelDirOpt = None,
     beam: BeamOpt = None,
     device: DeviceOpt = None,
+    glossary: GlossaryOpt = None,
     host: Annotated[
         str | None,
         typer.Option("--host", help="Address to listen on (serve.host; 0.0.0.0: all)."),
@@ -150,7 +152,7 @@ def serve(
     from translator.deploy.decoder import DecoderProcess
     from translator.deploy.server import create_app, require_fastapi
 
-    values = run_options(device, beam, None, engine, model)
+    values = run_options(device, beam, None, engine, model, glossary)
     values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
     config = config_module.load(config_file, set_ or [], values)
     require_fastapi()
@@ -166,6 +168,7 @@ def serve(
         "engine": config.decode.engine,
         "model": str(origin),
         "batching": config.serve.batching,
+        "glossary": decoder.glossary,
     }
     app_ = create_app(decoder, config.decode, config.serve, about)
     typer.echo(f"serving {origin} on http://{config.serve.host}:{config.serve.port} (Ctrl-C stops)")

@@ -18,6 +18,7 @@ from translator.cli.common import (
     ConfigOpt,
     DeviceOpt,
     EngineOpt,
+    GlossaryOpt,
     ModelDirOpt,
     PenaltyOpt,
     SetOpt,
@@ -77,11 +78,12 @@ def translate(
         float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).")
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling's random seed.")] = None,
+    glossary: GlossaryOpt = None,
     set_: SetOpt = None,
 ):
     """Translate English into Chinese (greedy, beam search with --beam, or --sample), each
-    line split into sentences. Without text: a prompt on a terminal, else stdin line by
-    line as it arrives."""
+    line split into sentences; --glossary decides how its terms are translated. Without
+    text: a prompt on a terminal, else stdin line by line as it arrives."""
     from translator.data.lines import read_lines, read_stdin_lines, write_lines
     from translator.inference.engines import open_translator
 
@@ -101,10 +103,16 @@ def translate(
         "decode.temperature": temperature,
         "decode.seed": seed,
     }
-    values = run_options(device, beam, length_penalty, engine, model) | decoding
+    values = run_options(device, beam, length_penalty, engine, model, glossary) | decoding
     config = config_module.load(config_file, set_ or [], values)
     setup_process()
     translator = open_translator(config, default_checkpoint(config, checkpoint))
+    if translator.glossary is not None:  # loaded before anything is translated
+        typer.echo(
+            f"glossary: {len(translator.glossary):,} entries from {config.decode.glossary}; "
+            f"terms are kept by {translator.glossary_mechanism}",
+            err=True,
+        )
     if streaming:
         translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
     else:
@@ -114,6 +122,21 @@ def translate(
         else:
             sys.stdout.write("".join(r + "\n" for r in results))
     report_spans(translator.spans_lost, translator.spans_appended)
+    if translator.glossary is not None:
+        report_terms(translator.counts["terms"], translator.counts["terms_missed"])
+
+
+def report_terms(terms: int, missed: int) -> None:
+    """translate's summary of the glossary, on stderr: its terms in the input and how many
+    of them the translations do not hold."""
+    held = (
+        "all of them written as the glossary has them"
+        if not missed
+        else (f"{missed:,} of them not written as the glossary has them; --nbest 1 names them")
+    )
+    typer.echo(
+        f"glossary: {terms:,} term{'s' if terms != 1 else ''} in the input, {held}", err=True
+    )
 
 
 def report_spans(lost: int, appended: int) -> None:
@@ -136,9 +159,9 @@ def report_spans(lost: int, appended: int) -> None:
 def rendered(lines: list[str], results: list) -> list[str]:
     """The output lines: the translations, or with --nbest one JSON object a line:
     {"source": ..., "hypotheses": [{"text": ..., "score": ..., "lost": [...],
-    "appended": [...]}, ...]}, best first, scores to 4 decimals, `lost` the protected spans
-    the hypothesis lacks, `appended` those decode.span_guard put at the end of their
-    sentence."""
+    "appended": [...], "missed": [...]}, ...]}, best first, scores to 4 decimals, `lost` the
+    protected spans the hypothesis lacks, `appended` those decode.span_guard put at the end
+    of their sentence, `missed` the glossary's Chinese it does not hold."""
     if not results or isinstance(results[0], str):
         return results
     return [
@@ -201,6 +224,14 @@ def evaluate(
     as_json: Annotated[
         bool, typer.Option("--json", help="With --robustness: print the result as JSON.")
     ] = False,
+    glossary: Annotated[
+        Path | None,
+        typer.Option(
+            "--glossary",
+            help="Translate with this glossary (decode.glossary) and report term use and "
+            "BLEU with it and without it.",
+        ),
+    ] = None,
     set_: SetOpt = None,
 ):
     """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
@@ -215,7 +246,7 @@ def evaluate(
         print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
         return
     config = config_module.load(
-        config_file, set_ or [], run_options(device, beam, length_penalty, engine, model)
+        config_file, set_ or [], run_options(device, beam, length_penalty, engine, model, glossary)
     )
     if (src is None) != (not ref):
         raise UserError("--src and --ref go together")
@@ -236,6 +267,12 @@ def evaluate(
         return
     result = evaluate_files(config, default_checkpoint(config, checkpoint), src, ref or [], split)
     print_scores(result.scores, f"hypotheses in {result.hypotheses}")
+    if result.terms is not None:
+        from translator.evaluation.terminology import table
+
+        for line in table(result.terms):
+            typer.echo(line)
+        typer.echo(f"written to {result.hypotheses.with_suffix('.terms.json')}")
 
 
 def print_robustness(result, path: Path, as_json: bool) -> None:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,16 @@ from translator.corpus.scan import Scan, scan
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
+from translator.data import names
 from translator.data.ids import SubwordSampling, encode_splits, meta_file
-from translator.data.layout import LANGS, SPLITS, corpus_file, split_file, stats_file
+from translator.data.layout import (
+    LANGS,
+    SPLITS,
+    corpus_file,
+    split_file,
+    stats_file,
+    words_file,
+)
 from translator.data.lines import read_chunks
 from translator.data.spans import insert_synthetic, mask_lines, mask_numbers
 from translator.errors import UserError
@@ -130,6 +139,8 @@ def _prepare(
     if data_cfg.placeholders:
         with _stage(seconds, "placeholders"):
             placeholders = mask_train_split(out, data_cfg)
+    with _stage(seconds, "words"):
+        words = write_words(out)
     with _stage(seconds, "tokenizers"):
         vocab = make_tokenizers(data_cfg, out, workers)
     with _stage(seconds, "encode"):
@@ -138,6 +149,7 @@ def _prepare(
         "exclude": {"files": data_cfg.exclude, "sentences": excluded.sentences},
         "tokenizers_from": data_cfg.tokenizers_from,
         "placeholder_pairs": placeholders,
+        "english_words": words,
         "vocab_size": vocab,
         "byte_fallback": has_byte_fallback(out),
         "tokens": encoded.tokens,
@@ -171,6 +183,14 @@ def mask_train_split(out: Path, data_cfg: DataConfig) -> dict[str, int]:
     for path, new in zip(files, masked_files, strict=True):
         new.replace(path)
     return masked
+
+
+def write_words(out: Path) -> int:
+    """words.en: the train split's English words and their counts, for the names a model
+    will not know (data/names.py); returns how many distinct words."""
+    counts = names.count(chain.from_iterable(read_chunks(split_file(out, "train", "en"), 200_000)))
+    names.write_counts(counts, words_file(out))
+    return len(counts)
 
 
 @contextmanager

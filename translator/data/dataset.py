@@ -12,13 +12,16 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
 from translator.config import Config
+from translator.data import names
 from translator.data.batching import (
     Batch,
     collate_padded,
@@ -32,9 +35,12 @@ from translator.data.layout import (
     corpus_file,
     group_references,
     read_split,
+    split_file,
     stats_file,
     tokenizer_file,
+    words_file,
 )
+from translator.data.lines import read_chunks
 from translator.data.spans import has_placeholders
 from translator.data.tokenizer import load_tokenizer, source_prefix
 from translator.errors import UserError
@@ -161,6 +167,7 @@ class Batches(Sequence[Batch]):
 class TrainData:
     tokenizer_paths: dict[str, str]
     tokenizer_models: dict[str, bytes]
+    source_words: bytes  # the train split's English words, as checkpoints carry them
     train: Batches
     valid: Batches
     bleu_src: list[str]  # distinct English sentences of the valid split ...
@@ -222,12 +229,23 @@ def load_training_data(config: Config) -> TrainData:
     return TrainData(
         tokenizer_paths={k: str(p) for k, p in paths.items()},
         tokenizer_models={k: p.read_bytes() for k, p in paths.items()},
+        source_words=names.words_blob(english_words(data_dir)),
         train=train,
         valid=batches("valid"),
         bleu_src=bleu_src[:n],
         bleu_refs=bleu_refs[:n],
         train_pairs=train.unique_pairs,
         dropped=train.dropped,
+    )
+
+
+def english_words(data_dir: Path) -> Counter[str]:
+    """The train split's English words and their counts (words.en; counted here for a
+    directory prepared before it was written)."""
+    if words_file(data_dir).is_file():
+        return names.read_counts(words_file(data_dir))
+    return names.count(
+        chain.from_iterable(read_chunks(split_file(data_dir, "train", "en"), 200_000))
     )
 
 

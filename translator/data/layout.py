@@ -6,6 +6,8 @@ Training, evaluation and scripts import this, not the preparation pipeline.
                                  three translations appears on three lines
     spm.{en,zh}.{model,vocab}    the SentencePiece models
     train.corpus.npy             uint16 per train pair: its corpus (index in data.inputs)
+    words.en                     the train split's English words (lower case), each with its
+                                 count, most frequent first (data/names.py)
     stats.json                   what `prepare` read, dropped, grouped and wrote
 """
 
@@ -31,6 +33,10 @@ def tokenizer_file(data_dir: Path | str, lang: str) -> Path:
 
 def corpus_file(data_dir: Path | str) -> Path:
     return Path(data_dir) / "train.corpus.npy"
+
+
+def words_file(data_dir: Path | str) -> Path:
+    return Path(data_dir) / "words.en"
 
 
 def stats_file(data_dir: Path | str) -> Path:

@@ -2,13 +2,15 @@
 character, and the placeholders that carry them through a model trained with
 `data.placeholders`.
 
-    find(text) → the spans, left to right: URLs, e-mail addresses, @handles, numbers with a
-      decimal point or of four or more digits (thousands separators included), digits
-      joined by - or / (2024-03-05, 555-1234, 1/2), codes
-      (KX-4821, A380), emoji, and Latin-script names with a capital inside (GitHub, iPhone)
+    find(text) → the spans, left to right (ranges(text): where they stand): URLs, e-mail
+      addresses, @handles, numbers with a decimal point or of four or more digits
+      (thousands separators included), digits joined by - or / (2024-03-05, 555-1234, 1/2),
+      codes (KX-4821, A380), emoji, and Latin-script names with a capital inside (GitHub,
+      iPhone)
     mask(text) → "I use ⦅1⦆ every day.", ["GitHub"]      the n-th span becomes ⦅n⦆
       (a placeholder already in the text is a span too, so its ⦅n⦆ comes back as written:
-      `distill` translates a train split that data.placeholders masked)
+      `distill` translates a train split that data.placeholders masked; `extra` spans,
+      such as a glossary's names, are masked with them)
     unmask(output, spans) → the output with each ⦅n⦆ replaced once, the spans it lost, and
       the placeholders it wrote again or that the source did not have (dropped); with
       append (decode.span_guard), the lost spans put at its end, before its final marks
@@ -28,6 +30,7 @@ protected.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,17 +74,27 @@ def find(text: str) -> list[str]:
     return [m.group(0) for m in _SPAN.finditer(text)]
 
 
-def mask(text: str, pattern: re.Pattern = _SPAN) -> tuple[str, list[str]]:
-    """The text with its first MAX_PLACEHOLDERS spans as ⦅1⦆, ⦅2⦆, …, and those spans."""
+def ranges(text: str) -> list[tuple[int, int]]:
+    """Where the protected spans of `text` stand: (start, end) of each, left to right."""
+    return [m.span() for m in _SPAN.finditer(text)]
+
+
+def mask(
+    text: str, pattern: re.Pattern = _SPAN, extra: Sequence[tuple[int, int, str]] = ()
+) -> tuple[str, list[str]]:
+    """The text with its first MAX_PLACEHOLDERS spans as ⦅1⦆, ⦅2⦆, …, and those spans.
+    `extra`: more spans (start, end, what the placeholder stands for in the output), that
+    no match of `pattern` overlaps (a glossary's names: data/glossary.py)."""
+    found = sorted([(m.start(), m.end(), m.group(0)) for m in pattern.finditer(text)] + [*extra])
     spans: list[str] = []
-
-    def placeholder(match: re.Match) -> str:
-        if len(spans) == MAX_PLACEHOLDERS:
-            return match.group(0)
-        spans.append(match.group(0))
-        return PLACEHOLDERS[len(spans) - 1]
-
-    return pattern.sub(placeholder, text), spans
+    out, last = [], 0
+    for start, end, span in found:
+        if len(spans) == MAX_PLACEHOLDERS or start < last:
+            continue
+        spans.append(span)
+        out += [text[last:start], PLACEHOLDERS[len(spans) - 1]]
+        last = end
+    return "".join(out) + text[last:], spans
 
 
 def unmask(output: str, spans: list[str], append: bool = False) -> Unmasked:

@@ -3,8 +3,9 @@ a pipe, so that the HTTP process (parsing, limits, refusals, metrics) cannot tak
 decoder's time, however many requests it refuses (measured in docs/deploy.md).
 
     HTTP process                            decoding process (spawned)
-    DecoderProcess(config, checkpoint)  →   loads the model; answers "ready" (and what it
-                                            decodes from) or why not
+    DecoderProcess(config, checkpoint)  →   loads the model and decode.glossary; answers
+                                            "ready" (what it decodes from, the glossary's
+                                            entries) or why not
     decode(sentences, settings)         →   LocalDecoder.decode → each text's hypotheses
                                             and the number of source tokens, or the error
     close()                             →   the pipe closes: the process exits
@@ -23,7 +24,7 @@ import multiprocessing
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,11 +40,13 @@ IDLE_S = 1.0  # a decoding process with nothing to do for this long returns its 
 
 @dataclass(frozen=True)
 class Settings:
-    """What a request may choose about decoding; requests that agree decode together."""
+    """What a request may choose about decoding; requests that agree decode together.
+    `glossary`: the request's own entries (English, Chinese), laid over the server's."""
 
     beam: int
     split: bool
     nbest: int = 0
+    glossary: tuple[tuple[str, str], ...] = ()
 
 
 class Blank(NamedTuple):
@@ -53,6 +56,7 @@ class Blank(NamedTuple):
 
     text: str = ""
     appended: tuple[str, ...] = ()
+    missed: tuple[str, ...] = ()
 
 
 def best(outputs: list[list]) -> list:
@@ -78,13 +82,19 @@ class LocalDecoder:
         self.engines: dict[Settings, Any] = {}
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
-        """Each text's hypotheses (`Hypothesis`: text, score, spans lost and put at the end;
-        its best alone unless settings.nbest asks for more) and how many source tokens the
-        texts have (for /metrics)."""
-        if settings not in self.engines:
-            changes = asdict(settings) | {"nbest": max(1, settings.nbest)}
-            self.engines[settings] = self.translator.with_decode(**changes)
-        outputs = self.engines[settings].translate(sentences)
+        """Each text's hypotheses (`Hypothesis`: text, score, spans lost and put at the end,
+        glossary terms missed; its best alone unless settings.nbest asks for more) and how
+        many source tokens the texts have (for /metrics)."""
+        decoding = replace(settings, glossary=())
+        if decoding not in self.engines:
+            changes = asdict(decoding) | {"nbest": max(1, settings.nbest)}
+            del changes["glossary"]
+            self.engines[decoding] = self.translator.with_decode(**changes)
+        engine = self.engines[decoding]
+        if settings.glossary:
+            outputs = engine.translate(sentences, glossary=dict(settings.glossary))
+        else:
+            outputs = engine.translate(sentences)
         tokenizer = getattr(self.translator, "src_tok", None)
         tokens = sum(map(len, tokenizer.encode(sentences))) if tokenizer else 0
         return outputs, tokens
@@ -100,6 +110,7 @@ class DecoderProcess:
         self.process = None
         self.connection = None
         self.origin = ""
+        self.glossary = 0  # the server's glossary: its entries (decode.glossary)
         self._start()  # loaded before the server listens: a bad model is one clear error
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
@@ -153,6 +164,7 @@ class DecoderProcess:
             self._reap()
             raise UserError(reply[1])
         self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
+        self.glossary = reply[2]
 
     def _reap(self) -> int | None:
         """End the process if it still runs; its exit code. The next decode starts another."""
@@ -173,11 +185,13 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     try:
         from translator.inference.engines import open_translator, output_origin
 
-        decoder = LocalDecoder(open_translator(config, checkpoint))
+        translator = open_translator(config, checkpoint)
+        entries = len(translator.glossary or ())  # loaded now: a bad file stops the start
+        decoder = LocalDecoder(translator)
     except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
         connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
         return
-    connection.send(("ready", str(output_origin(config, checkpoint))))
+    connection.send(("ready", str(output_origin(config, checkpoint)), entries))
     while True:
         try:
             if not connection.poll(IDLE_S):

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from translator.config import ModelConfig, from_dict
+from translator.data import names
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.inference.ct2_engine import (
     METADATA,
     SOURCE_SPM,
+    SOURCE_WORDS,
     TARGET_SPM,
     require_ctranslate2,
 )
@@ -135,6 +137,8 @@ def export(checkpoint: Path, out: Path, quantization: str | None = None, force: 
     Converter().convert(str(out), quantization=quantization, force=True)  # replaces `out`
     for name, side in ((SOURCE_SPM, "src"), (TARGET_SPM, "tgt")):
         (out / name).write_bytes(models[side])  # serialized in the checkpoint
+    if words := names.known(payload.get("source_words")):
+        (out / SOURCE_WORDS).write_text("\n".join(sorted(words)), encoding="ascii")
     metadata = {
         "checkpoint": str(checkpoint),
         "quantization": quantization or "float32",

@@ -28,7 +28,7 @@ DTYPES = {
     "bfloat16": torch.bfloat16,
 }
 ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
-KEPT = ("config", "tokenizers", "tokenizer_models", "averaged_from", "imported")
+KEPT = ("config", "tokenizers", "tokenizer_models", "source_words", "averaged_from", "imported")
 
 
 @dataclass

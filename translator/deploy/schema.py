@@ -25,6 +25,11 @@ class TranslateRequest(BaseModel):
         None, description="Split each text into sentences (default: decode.split)."
     )
     nbest: int = Field(0, ge=0, description="1 or more: that many hypotheses, at most beam.")
+    glossary: dict[str, str] | None = Field(
+        None,
+        description="English terms and the Chinese each must be translated as, laid over "
+        "the server's glossary (decode.glossary).",
+    )
 
 
 class Hypothesis(BaseModel):
@@ -39,6 +44,10 @@ class Hypothesis(BaseModel):
         description="Protected spans the model did not write, put at the end of their "
         "sentence (decode.span_guard).",
     )
+    missed: list[str] = Field(
+        default_factory=list,
+        description="The glossary's Chinese for terms of the text that this one does not hold.",
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -52,6 +61,10 @@ class TranslateResponse(BaseModel):
         default_factory=list,
         description="Each text's protected spans the model did not write, put at the end of "
         "their sentence in its translation (decode.span_guard).",
+    )
+    missed: list[list[str]] = Field(
+        default_factory=list,
+        description="Each text's glossary terms (their Chinese) missing from its translation.",
     )
     beam: int
     milliseconds: float
@@ -78,6 +91,10 @@ def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseMo
         text=(list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)),
         beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam)),
         nbest=(int, Field(0, ge=0, le=serve_cfg.max_beam)),
+        glossary=(
+            dict[Annotated[str, StringConstraints(max_length=serve_cfg.max_chars)], text] | None,
+            Field(None, max_length=serve_cfg.max_glossary_entries),
+        ),
     )
     filled = Annotated[str, StringConstraints(min_length=1, max_length=serve_cfg.max_chars)]
     theirs = create_model(

@@ -1,9 +1,11 @@
 """`translator serve`: the model behind HTTP (FastAPI + uvicorn), loaded once at start-up.
 
     POST /translate  {"text": ["Hello.", ...], "beam": 5}  →  {"translations": [...],
-                     "lost": [[span, ...], ...], "appended": [[span, ...], ...], ...}
+                     "lost": [[span, ...], ...], "appended": [[span, ...], ...],
+                     "missed": [[term, ...], ...], ...}
                      optional: "split": false (each text one sentence), "nbest": N (≤ beam:
-                     "hypotheses" [[{"text", "score", "lost", "appended"}, ...], ...] added)
+                     "hypotheses" [[{"text", "score", "lost", "appended", "missed"}, ...],
+                     ...] added), "glossary": {"GPU": "显卡", ...} (laid over the server's)
     GET  /health     →  {"status": "ok", "engine": ..., ...}
     GET  /metrics    →  Prometheus metrics (observe.py)
     /lt/...          →  LibreTranslate's API (libretranslate.py)
@@ -30,6 +32,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from translator.config import DecodeConfig, ServeConfig, nbest_within_beam
+from translator.data.glossary import Glossary
 from translator.data.spans import missing
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.admission import Admission
@@ -178,6 +181,7 @@ def check_request(
     longest = max((len(s) for s in text if isinstance(s, str)), default=0) if text else 0
     if isinstance(text, list) and longest > serve_cfg.max_chars:
         raise BadRequest(413, f"a sentence has {longest} characters > {serve_cfg.max_chars}")
+    check_glossary_size(body.get("glossary"), serve_cfg)
     try:
         request = (model or request_models(serve_cfg)[0]).model_validate(body)
     except ValidationError as exc:
@@ -186,7 +190,28 @@ def check_request(
     split = defaults.split if request.split is None else request.split
     if wrong := nbest_within_beam(request.nbest, beam):
         raise BadRequest(422, f'"nbest" ({request.nbest}) {wrong}')
-    return request.text, Settings(beam, split, request.nbest)
+    glossary = ()
+    if request.glossary:
+        try:  # checked here, as a file is: 400 naming the entry
+            Glossary.of(request.glossary, origin='"glossary"')
+        except UserError as exc:
+            raise BadRequest(400, str(exc)) from None
+        glossary = tuple(request.glossary.items())
+    return request.text, Settings(beam, split, request.nbest, glossary)
+
+
+def check_glossary_size(glossary: Any, serve_cfg: ServeConfig) -> None:
+    """413 for a request glossary over serve.max_glossary_entries or serve.max_glossary_kb
+    (its English and Chinese in UTF-8), as for too many or too long texts."""
+    if not isinstance(glossary, dict):
+        return
+    if len(glossary) > serve_cfg.max_glossary_entries:
+        raise BadRequest(
+            413, f"too many glossary entries: {len(glossary)} > {serve_cfg.max_glossary_entries}"
+        )
+    size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in glossary.items())
+    if size > serve_cfg.max_glossary_kb * 1024:
+        raise BadRequest(413, f"the glossary has {size:,} bytes > {serve_cfg.max_glossary_kb} KB")
 
 
 def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
@@ -202,6 +227,8 @@ def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
         "beam": f'"beam" must be an integer from 1 to {serve_cfg.max_beam}',
         "split": '"split" must be true or false',
         "nbest": '"nbest" must be an integer from 0 to the beam',
+        "glossary": '"glossary" must be an object of English terms and their Chinese, '
+        f"each at most {serve_cfg.max_chars} characters",
     }.get(field, f"{field or 'the body'}: {errors[0]['msg']}")
 
 
@@ -295,6 +322,7 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
             "translations": [h.text for h in top],
             "lost": lost_spans(sentences, top),
             "appended": [list(h.appended) for h in top],
+            "missed": [list(h.missed) for h in top],
             "beam": settings.beam,
             "milliseconds": ms,
         }

@@ -8,9 +8,12 @@ came out.
     invented_digit_runs(source, output) → digit runs in the output that the source lacks
 
 The kinds of span: URLs, e-mail addresses, @handles, decimals, integers of four or more
-digits (with and without thousands separators), order codes (KX-4821), emoji, and Latin-
-script names with a capital inside (GitHub, iPhone): names such as "Tom" are translated
-(汤姆), so they are not among them.
+digits (with and without thousands separators), order codes (KX-4821), emoji, Latin-script
+names with a capital inside (GitHub, iPhone), and single-word names a model trained on
+everyday sentences has never seen (Linux, Wikipedia: `word name`, which decode.keep_names
+carries through): names such as "Tom" are translated (汤姆), so they are not among them.
+The single-word names come after the other sentences, from templates of their own (a fifth
+as many sentences), so the other kinds' sentences are the same as before they were added.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-KINDS = ("url", "email", "handle", "decimal", "integer", "code", "emoji", "name")
+KINDS = ("url", "email", "handle", "decimal", "integer", "code", "emoji", "name", "word name")
 
 # {kind} slots; each template is a plain everyday sentence around its spans
 TEMPLATES = (
@@ -54,6 +57,14 @@ TEMPLATES = (
     "{name} has {integer} users in this city.",
     "Ask {handle} about order {code}.",
 )
+# single-word names, mid-sentence and first ({word name} is filled from _WORD_NAMES)
+WORD_NAME_TEMPLATES = (
+    "Do you use {word name} at work?",
+    "{word name} is used by many students.",
+    "My sister installed {word name} yesterday.",
+    "I read about it on {word name}.",
+    "Why did you stop using {word name}?",
+)
 
 _WORDS = (
     "example", "travel", "garden", "music", "school", "weather", "books", "kitchen", "river",
@@ -65,6 +76,12 @@ _EMOJI = ("😀", "🎉", "👍", "❤️", "🚀", "🌟", "😂", "🙏", "�
 _NAMES = (
     "GitHub", "PayPal", "YouTube", "iPhone", "LinkedIn", "WordPress", "JavaScript",
     "PowerPoint", "TikTok", "WhatsApp", "DeepMind", "OpenStreetMap", "iPad", "eBay",
+)  # fmt: skip
+# names kept in Latin script in Chinese text, not English words (a model has no other
+# translation for them to learn)
+_WORD_NAMES = (
+    "Linux", "Python", "Wikipedia", "Spotify", "Instagram", "Netflix", "Dropbox", "Ubuntu",
+    "Reddit", "Photoshop", "Gmail", "Kotlin", "Figma", "Trello", "Shopify", "Duolingo",
 )  # fmt: skip
 
 
@@ -105,8 +122,9 @@ FILLERS: dict[str, Callable[[random.Random], str]] = {
     "code": _code,
     "emoji": lambda rng: rng.choice(_EMOJI),
     "name": lambda rng: rng.choice(_NAMES),
+    "word name": lambda rng: rng.choice(_WORD_NAMES),
 }
-_SLOT = re.compile(r"\{(\w+)\}")
+_SLOT = re.compile(r"\{(\w+(?: \w+)?)\}")
 _DIGITS = re.compile(r"\d+")
 
 
@@ -123,13 +141,18 @@ class EntitySentence:
 
 
 def suite(n: int, seed: int = 1) -> list[EntitySentence]:
-    """`n` sentences, the templates in turn, each slot filled at random (seeded): the same
-    sentences for the same `n` and `seed` on every machine."""
-    rng = random.Random(seed)
+    """`n` sentences, the templates in turn, each slot filled at random (seeded), then
+    n // 5 with single-word names from their own templates (their own seeded draws): the
+    same sentences for the same `n` and `seed` on every machine."""
+    return _filled(TEMPLATES, n, random.Random(seed)) + _filled(
+        WORD_NAME_TEMPLATES, n // 5, random.Random(seed + 1)
+    )
+
+
+def _filled(templates: Sequence[str], n: int, rng: random.Random) -> list[EntitySentence]:
     sentences = []
     for i in range(n):
-        template = TEMPLATES[i % len(TEMPLATES)]
-        parts = _SLOT.split(template)  # text, kind, text, kind, …, text
+        parts = _SLOT.split(templates[i % len(templates)])  # text, kind, text, kind, …, text
         spans = tuple(Span(kind, FILLERS[kind](rng)) for kind in parts[1::2])
         parts[1::2] = [span.text for span in spans]
         sentences.append(EntitySentence("".join(parts), spans))

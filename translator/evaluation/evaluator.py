@@ -20,6 +20,7 @@ from translator.data.lines import write_lines
 from translator.errors import UserError
 from translator.evaluation.robustness import Robustness, robustness
 from translator.evaluation.scoring import Scores, read_eval_set, score
+from translator.evaluation.terminology import TermScores, term_scores
 from translator.inference.engines import open_translator, output_origin
 
 
@@ -27,6 +28,7 @@ from translator.inference.engines import open_translator, output_origin
 class EvalResult:
     scores: Scores
     hypotheses: Path
+    terms: TermScores | None = None  # with decode.glossary: the glossary's figures
 
 
 def evaluate_files(
@@ -38,18 +40,27 @@ def evaluate_files(
 ) -> EvalResult:
     """Translate `src` with `checkpoint` and score it against `refs`; without `src`, the
     prepared `split` (each distinct English sentence once, against all its translations).
-    Writes the hypotheses and scores beside the checkpoint."""
+    Writes the hypotheses and scores beside the checkpoint. With decode.glossary, the
+    sources are also translated without it, and the glossary's figures
+    (terminology.py) scored and written beside them."""
     if src is None:
         src = split_file(config.data.dir, split, "en")
         sources, references = split_references(config, split)
     else:
         sources, references = read_eval_set(src, refs)
-    hypotheses = open_translator(config, checkpoint).translate(sources, split=False, nbest=0)
+    translator = open_translator(config, checkpoint)
+    hypotheses = translator.translate(sources, split=False, nbest=0)
     scores = score(hypotheses, references)
     hyp_path = output_name(config, checkpoint, f"{src.name}{search_name(config)}.hyp")
     write_lines(hyp_path, hypotheses)
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
-    return EvalResult(scores, hyp_path)
+    if translator.glossary is None:
+        return EvalResult(scores, hyp_path)
+    plain = translator.with_decode(glossary="").translate(sources, split=False, nbest=0)
+    terms = term_scores(translator.glossary, sources, references, plain, hypotheses)
+    write_lines(hyp_path.with_suffix(".without-glossary.hyp"), plain)
+    hyp_path.with_suffix(".terms.json").write_text(json.dumps(terms.to_dict(), indent=2) + "\n")
+    return EvalResult(scores, hyp_path, terms)
 
 
 def evaluate_robustness(
@@ -83,10 +94,12 @@ def split_references(config: Config, split: str) -> tuple[list[str], list[list[s
 
 
 def search_name(config: Config) -> str:
-    """How the outputs were searched, for their file names: beam size, the guards."""
+    """How the outputs were searched, for their file names: beam size, the guards, the
+    glossary's file name."""
     beam = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
     digits = ".digit-guard" if config.decode.digit_guard else ""
-    return beam + digits + (".span-guard" if config.decode.span_guard else "")
+    glossary = f".glossary-{Path(config.decode.glossary).stem}" if config.decode.glossary else ""
+    return beam + digits + (".span-guard" if config.decode.span_guard else "") + glossary
 
 
 def output_name(config: Config, checkpoint: Path, suffix: str) -> Path:

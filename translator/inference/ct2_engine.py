@@ -25,12 +25,13 @@ import numpy as np
 from translator.config import DecodeConfig, from_dict
 from translator.data.tokenizer import UNK, load_tokenizer
 from translator.errors import UserError
-from translator.inference.search import NEVER_OUTPUT
-from translator.inference.text import Batch, TextTranslator
+from translator.inference.search import NEVER_OUTPUT, length_penalty
+from translator.inference.text import Batch, TextTranslator, missing_terms
 
 # an exported directory: CTranslate2's model files, then ours
 METADATA = "translator.json"  # decoding defaults, max_positions, the model section
 SOURCE_SPM, TARGET_SPM = "source.spm.model", "target.spm.model"
+SOURCE_WORDS = "source.words.txt"  # the English words the model was trained on, one a line
 
 
 def require_ctranslate2() -> Any:
@@ -88,59 +89,163 @@ class CTranslate2Translator(TextTranslator):
         tgt_tok = load_tokenizer(model_dir / TARGET_SPM)
         decode_cfg = decode_cfg or from_dict({"decode": meta["decode"]}).decode
         prefix = meta.get("src_prefix", "")
-        return cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"], prefix)
+        translator = cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"], prefix)
+        words = model_dir / SOURCE_WORDS
+        if words.is_file():
+            translator.known_words = frozenset(words.read_text(encoding="ascii").split("\n"))
+        return translator
 
     def hypotheses(
-        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+        self,
+        sources: Sequence[np.ndarray],
+        guarded: Sequence[bool] | None = None,
+        terms: Sequence[Sequence[list[int]]] | None = None,
     ) -> list[list[tuple[list[int], float]]]:
         limits = self.limits([len(s) for s in sources]).tolist()
-        batches = self.batches(sources, guarded)
+        batches = self.batches(sources, guarded, terms)
         if self.decode_cfg.sample:
             self.ctranslate2.set_random_seed(self.decode_cfg.seed)
         pending = [self._submit(batch, sources, limits) for batch in batches]
         outputs: list[list[tuple[list[int], float]]] = [[] for _ in sources]
-        for (rows, _), results in zip(batches, pending, strict=True):
-            for i, result in zip(rows, results, strict=True):
+        for batch, results in zip(batches, pending, strict=True):
+            keep = None if batch.constrained else max(self.decode_cfg.nbest, 1)
+            for i, result in zip(batch.rows, results, strict=True):
                 outputs[i] = [
                     ([self.tgt_tok.piece_to_id(p) for p in pieces[: limits[i]]], score)
-                    for pieces, score in _hypotheses(result)[: max(self.decode_cfg.nbest, 1)]
+                    for pieces, score in _hypotheses(result)[:keep]
                 ]
+        for batch in batches:
+            if batch.constrained:
+                TermInsertion(self, batch, sources, limits, terms).run(outputs)
         return outputs
 
-    def _submit(self, batch: Batch, sources: Sequence[np.ndarray], limits: list[int]):
+    def _submit(
+        self,
+        batch: Batch,
+        sources: Sequence[np.ndarray],
+        limits: list[int],
+        prefixes: Sequence[list[int]] | None = None,
+        rows: Sequence[int] | None = None,
+    ):
         """Start one batch (the source's own EOS left to `add_source_eos`); a guarded one
-        also suppresses the digit pieces."""
-        decode_cfg, rows = self.decode_cfg, batch.rows
+        also suppresses the digit pieces. A constrained one keeps every hypothesis of a
+        beam of at least decode.glossary_beam, with scores; with `prefixes` (target ids,
+        one for each of `rows`), each translation starts with its prefix (TermInsertion)."""
+        decode_cfg, rows = self.decode_cfg, batch.rows if rows is None else rows
         suppressed = self.suppressed
         if batch.guarded:
             suppressed = suppressed + [[self.tgt_tok.id_to_piece(i)] for i in self.digit_pieces]
         tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
+        beam = (
+            max(decode_cfg.beam, decode_cfg.glossary_beam) if batch.constrained else decode_cfg.beam
+        )
         # all `beam` hypotheses asked for, `nbest` kept: with fewer, CTranslate2 stops as
         # soon as its top beam ends, before later hypotheses that may score better
-        options = {
-            "beam_size": decode_cfg.beam,
-            "num_hypotheses": decode_cfg.beam if decode_cfg.nbest else 1,
-        }
+        wanted = bool(decode_cfg.nbest or batch.constrained) and prefixes is None
+        options = {"beam_size": beam, "num_hypotheses": beam if wanted else 1}
         if decode_cfg.sample:  # CTranslate2 samples through its greedy search: beam 1
             options = {
                 "beam_size": 1,
-                "num_hypotheses": max(decode_cfg.nbest, 1),
+                "num_hypotheses": max(decode_cfg.nbest, 1) if prefixes is None else 1,
                 "sampling_topk": decode_cfg.topk if decode_cfg.temperature else 1,
                 "sampling_topp": decode_cfg.topp,
                 "sampling_temperature": decode_cfg.temperature or 1.0,
             }
+        longest = max(limits[i] + (len(p) if prefixes else 0) for i, p in
+                      zip(rows, prefixes or [[]] * len(rows), strict=True))  # fmt: skip
+        longest = min(longest, self.max_positions - 1)  # BOS takes one of the positions
+        if prefixes is not None:
+            options["target_prefix"] = [[self.tgt_tok.id_to_piece(t) for t in p] for p in prefixes]
         return self.engine.translate_batch(
             tokens,
             **options,
             length_penalty=decode_cfg.length_penalty,
-            max_decoding_length=max(limits[i] for i in rows),
+            max_decoding_length=longest,
             min_decoding_length=0,
             no_repeat_ngram_size=decode_cfg.no_repeat_ngram,
-            return_scores=bool(decode_cfg.nbest or decode_cfg.sample),
+            return_scores=bool(decode_cfg.nbest or decode_cfg.sample or batch.constrained),
             disable_unk=True,
             suppress_sequences=suppressed,
             asynchronous=True,
         )
+
+    def log_probability(
+        self, sources: Sequence[np.ndarray], rows: Sequence[int], outputs: Sequence[list[int]]
+    ) -> list[float]:
+        """The model's log-probability of each output (ids, then EOS) for the source of its
+        row, as CTranslate2 scores it."""
+        tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
+        target = [[self.tgt_tok.id_to_piece(t) for t in ids] for ids in outputs]
+        return [sum(r.log_probs) for r in self.engine.score_batch(tokens, target)]
+
+    constrained_search = "term insertion (CTranslate2 target prefixes: TermInsertion)"
+
+
+class TermInsertion:
+    """The glossary on the CTranslate2 engine, which has no constrained search: of a
+    constrained batch's hypotheses (a beam of at least decode.glossary_beam, all kept), the
+    best that holds every term wins. Where none does, the best hypothesis takes its first
+    missing term at each place in turn (a target prefix: its first tokens, then the
+    term's), CTranslate2 finishes each, scores each whole (log P / GNMT's length penalty, as
+    our search ranks), and the best that holds the most terms is the next to take one,
+    until every term is in or no place adds one."""
+
+    def __init__(self, engine, batch: Batch, sources, limits: list[int], terms):
+        self.engine, self.batch, self.sources, self.limits = engine, batch, sources, limits
+        self.terms = {i: terms[i] for i in batch.rows}
+        self.chinese = {i: [engine.tgt_tok.decode(t) for t in terms[i]] for i in batch.rows}
+        self.keep = max(engine.decode_cfg.nbest, 1)
+
+    def missing(self, row: int, ids: list[int]) -> list[int]:
+        """The indices of `row`'s terms that the output `ids` does not hold."""
+        text = self.engine.detokenize(ids)
+        chinese = self.chinese[row]
+        return [chinese.index(term) for term in missing_terms(chinese, text)]
+
+    def run(self, outputs: list[list[tuple[list[int], float]]]) -> None:
+        """Each constrained row's hypotheses, in `outputs`, made to hold its terms."""
+        todo = {}
+        for i in self.batch.rows:
+            found = sorted(outputs[i], key=lambda h: len(self.missing(i, h[0])))  # stable
+            outputs[i] = found[: self.keep]
+            if found and self.missing(i, found[0][0]):
+                todo[i] = found[0][0]
+        while todo:
+            todo = self.insert(todo, outputs)
+
+    def insert(self, bases: dict[int, list[int]], outputs) -> dict[int, list[int]]:
+        """One round: each row's first missing term at every place of its base; returns
+        the rows that still miss a term, with their new base."""
+        rows, prefixes = [], []
+        room = self.engine.max_positions - 1  # what a prefix and its ending may take
+        for i, base in bases.items():
+            term = self.terms[i][self.missing(i, base)[0]]
+            for place in range(min(len(base), room - len(term)) + 1):
+                rows.append(i)
+                prefixes.append(base[:place] + term)
+        if not rows:
+            return {}
+        results = self.engine._submit(self.batch, self.sources, self.limits, prefixes, rows)
+        finished = []
+        for i, prefix, result in zip(rows, prefixes, results, strict=True):
+            pieces = _hypotheses(result)[0][0]
+            ids = [self.engine.tgt_tok.piece_to_id(p) for p in pieces]
+            finished.append(ids[: max(self.limits[i], len(prefix))])
+        logp = self.engine.log_probability(self.sources, rows, finished)
+        alpha = self.engine.decode_cfg.length_penalty
+        by_row: dict[int, list[tuple[list[int], float]]] = {i: [] for i in bases}
+        for i, ids, total in zip(rows, finished, logp, strict=True):
+            by_row[i].append((ids, total / length_penalty(len(ids) + 1, alpha)))
+        todo = {}
+        for i, found in by_row.items():
+            if not found:  # the term does not fit in the model's positions
+                continue
+            found.sort(key=lambda h: (len(self.missing(i, h[0])), -h[1]))
+            outputs[i] = found[: self.keep]
+            left = len(self.missing(i, found[0][0]))
+            if left and left < len(self.missing(i, bases[i])):
+                todo[i] = found[0][0]
+        return todo
 
 
 def _hypotheses(result) -> list[tuple[list[str], float]]:

@@ -44,3 +44,14 @@ def choose(logits: torch.Tensor, how: TokenSampling | None) -> torch.Tensor:
         return logits.argmax(dim=-1)
     probs = restrict(logits, how).softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=how.generator).squeeze(1)
+
+
+def perturbed(logp: torch.Tensor, how: TokenSampling) -> torch.Tensor:
+    """Log-probabilities (...,V) → those of the distribution `how` samples from, each plus
+    Gumbel noise: the top k of a row are k tokens drawn from it without replacement
+    (Kool et al. 2019's Gumbel top-k), so a beam search over them samples."""
+    if how.temperature == 0:
+        return logp
+    shape = logp.shape
+    drawn = restrict(logp.reshape(-1, shape[-1]), how).log_softmax(dim=-1).view(shape)
+    return drawn - torch.empty_like(drawn).exponential_(generator=how.generator).log()

@@ -14,13 +14,17 @@ only where they are asked for: plain greedy search does no more work than it nee
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import chain
+
 import torch
 
 from translator.config import DecodeConfig
 from translator.data.batching import padding_mask
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
+from translator.inference.constraints import Constraints, Terms
 from translator.inference.repeats import block_repeats
-from translator.inference.sampling import NEG_INF, TokenSampling, choose
+from translator.inference.sampling import NEG_INF, TokenSampling, choose, perturbed
 from translator.model.transformer import DecoderState, Transformer
 
 NEVER_OUTPUT = [PAD, UNK, BOS]  # ids the decoder may not produce (UNK would print " ⁇ ")
@@ -111,6 +115,8 @@ def beam_search(
     nbest: int = 1,
     no_repeat_ngram: int = 0,
     never: list[int] = NEVER_OUTPUT,
+    constraints: Constraints | None = None,
+    how: TokenSampling | None = None,
 ) -> list[list[tuple[list[int], float]]]:
     """Beam search over sentences × beams in one batch, with GNMT length penalty `alpha`:
     each sentence's `nbest` best hypotheses, best first, as (ids, log P / lp(len + 1)).
@@ -122,7 +128,13 @@ def beam_search(
     `nbest`-th best finished one any more: a live beam's log-probability only falls, so it
     can score at most score / lp(limit + 1) (alpha ≥ 0). After `limit` tokens only EOS is
     allowed, as greedy search writes at most `limit` tokens. With beam 1 this is exactly
-    greedy search."""
+    greedy search.
+
+    With `constraints` (constraints.py), each sentence's terms must be in its hypotheses:
+    its selection offers and deals out the candidates, and a hypothesis that ends at its
+    limit without them ranks last. With `how`, the search ranks by log-probabilities
+    perturbed as sampling draws (sampling.perturbed): the best it finds is a draw (the
+    scores it reports stay the model's)."""
     if alpha < 0:
         raise ValueError("the length penalty alpha must be >= 0")
     if not 1 <= nbest <= beam:
@@ -135,10 +147,13 @@ def beam_search(
     limits = max_lens.to(device)
     scores = torch.full((batch, width), float("-inf"), device=device)
     scores[:, 0] = 0.0  # with width k: let only the first of the identical beams expand
+    truth = scores  # the model's log-probabilities, where `scores` are perturbed (`how`)
     history = torch.empty(batch * width, 0, dtype=torch.long, device=device)
     tokens = torch.full((batch * width, 1), BOS, dtype=torch.long, device=device)
     alive = torch.arange(batch, device=device)  # which sentence each group of rows is
     kept = Finished(batch, nbest, device)
+    selection = TopK() if constraints is None else constraints
+    selection.start(batch * width)
     for step in range(int(limits.max()) + 1 if batch else 0):
         logits, state = _next_logits(model, tokens, state)
         logp = logits.log_softmax(dim=-1)  # then mask, as fairseq does: no renormalising
@@ -150,8 +165,11 @@ def beam_search(
         at_limit = step >= limits[alive]  # `limit` tokens written: only EOS may follow
         logp[at_limit, :, :EOS] = float("-inf")
         logp[at_limit, :, EOS + 1 :] = float("-inf")
-        top, flat = (scores[:, :, None] + logp).view(n, width * vocab).topk(2 * k, dim=1)
-        origin, token = flat // vocab, flat % vocab
+        ranked = logp if how is None else perturbed(logp, how)
+        top, origin, token = selection.candidates(scores, ranked, k, alive, at_limit)
+        true = top
+        if how is not None:
+            true = (truth[:, :, None] + logp).view(n, -1).gather(1, origin * vocab + token)
         is_eos = token == EOS
 
         # finished hypotheses: EOS among the first k candidates, up to k per sentence
@@ -159,13 +177,16 @@ def beam_search(
         ends &= ends.cumsum(dim=1) + kept.count[alive, None] <= k
         if ends.any():
             row, column = ends.nonzero().unbind(1)
-            score = top[row, column] / length_penalty(step + 1, alpha)  # all: step+1 tokens
+            penalty = length_penalty(step + 1, alpha)  # all: step+1 tokens
             ids = history[row * width + origin[row, column]]
-            kept.add(alive[row], ids, score)
+            kept.add(
+                alive[row], ids, top[row, column] / penalty, true[row, column] / penalty,
+                selection.unmet(alive[row], row, column),
+            )  # fmt: skip
 
         # the k best candidates that do not end in EOS continue (stable sort keeps rank)
         rank = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
-        scores = top.gather(1, rank)
+        scores, truth = top.gather(1, rank), true.gather(1, rank)
         origin, token = origin.gather(1, rank), token.gather(1, rank)
         # the longest a live hypothesis can get: `limit` tokens and EOS
         bound = scores.max(dim=1).values / length_penalty(limits[alive] + 1, alpha)
@@ -175,10 +196,31 @@ def beam_search(
             break
         rows = (keep[:, None] * width + origin[keep]).flatten()
         history = torch.cat([history[rows], token[keep].reshape(-1, 1)], dim=1)
+        selection.follow(rank, keep)
         state = state.reorder(rows, keep if keep.numel() < n else None, beams=k)
-        scores, alive, width = scores[keep], alive[keep], k
+        scores, truth, alive, width = scores[keep], truth[keep], alive[keep], k
         tokens = token[keep].reshape(-1, 1)
     return kept.best()
+
+
+class TopK:
+    """Plain beam search's choice of candidates: the 2K best over each sentence's beams,
+    best first. (constraints.Constraints chooses with glossary terms.)"""
+
+    def start(self, rows: int) -> None:
+        """Nothing to track per hypothesis."""
+
+    def candidates(self, scores, logp, k, alive, at_limit):
+        """(score, origin beam, token) of each sentence's 2K best candidates (n, 2K)."""
+        n, width, vocab = logp.shape
+        top, flat = (scores[:, :, None] + logp).view(n, width * vocab).topk(2 * k, dim=1)
+        return top, flat // vocab, flat % vocab
+
+    def unmet(self, sentences, row, column) -> None:
+        return None
+
+    def follow(self, rank, keep) -> None:
+        """Nothing to follow."""
 
 
 class Finished:
@@ -187,29 +229,43 @@ class Finished:
 
     def __init__(self, batch: int, nbest: int, device: torch.device):
         self.nbest = nbest
-        self.found: list[list[tuple[list[int], float]]] = [[] for _ in range(batch)]
+        # each sentence's (ids, reported score, terms not met, rank score), best first
+        self.found: list[list[tuple[list[int], float, int, float]]] = [[] for _ in range(batch)]
         self.count = torch.zeros(batch, dtype=torch.long, device=device)
         self.nth = torch.full((batch,), float("-inf"), device=device)
 
-    def add(self, sentences: torch.Tensor, ids: torch.Tensor, scores: torch.Tensor) -> None:
+    def add(
+        self,
+        sentences: torch.Tensor,
+        ids: torch.Tensor,
+        scores: torch.Tensor,
+        reported: torch.Tensor | None = None,
+        unmet: torch.Tensor | None = None,
+    ) -> None:
         """Hypotheses that ended at this step (E sentence indices, ids (E,T), E scores, in
-        candidate order); among equal scores the one found first ranks first."""
+        candidate order), ranked by `scores`; `reported`: the scores to give back, where
+        they are not those (sampling); `unmet`: the constraints each did not meet, which
+        rank it below every hypothesis that met more. Among equal scores the one found
+        first ranks first."""
         self.count.index_add_(0, sentences, torch.ones_like(sentences))
+        reported = scores if reported is None else reported
+        missed = [0] * len(sentences) if unmet is None else unmet.tolist()
         touched = {}
-        for sentence, row, score in zip(
-            sentences.tolist(), ids.tolist(), scores.tolist(), strict=True
-        ):
+        for sentence, row, score, told, miss in zip(
+            sentences.tolist(), ids.tolist(), scores.tolist(), reported.tolist(), missed,
+            strict=True,
+        ):  # fmt: skip
             found = self.found[sentence]
-            found.append((row, score))
-            found.sort(key=lambda hypothesis: -hypothesis[1])  # stable
+            found.append((row, told, miss, score))
+            found.sort(key=lambda hypothesis: (hypothesis[2], -hypothesis[3]))  # stable
             if len(found) >= self.nbest:
-                touched[sentence] = found[self.nbest - 1][1]
+                touched[sentence] = found[self.nbest - 1][3]
         if touched:
             index = torch.tensor(list(touched), device=self.nth.device)
             self.nth[index] = torch.tensor(list(touched.values()), device=self.nth.device)
 
     def best(self) -> list[list[tuple[list[int], float]]]:
-        return [found[: self.nbest] for found in self.found]
+        return [[(ids, told) for ids, told, *_ in found[: self.nbest]] for found in self.found]
 
 
 Found = list[list[tuple[list[int], float]]]  # each sentence's hypotheses: (ids, score)
@@ -222,12 +278,16 @@ def search(
     decode_cfg: DecodeConfig,
     generator: torch.Generator | None = None,
     never: list[int] = NEVER_OUTPUT,
+    terms: Sequence[Terms] | None = None,
 ) -> Found:
     """The search `decode_cfg` asks for over one batch (B,S): sampling (`decode_cfg.nbest` samples a
     sentence, best score first), beam search (`decode_cfg.nbest` best), or greedy. Scores are
     computed only where they are asked for (nbest ≥ 1, or sampling): plain greedy leaves
     them NaN, and with beam 1 and nbest beam search gives greedy's output and its score.
-    No output writes a token of `never`."""
+    No output writes a token of `never`. With `terms` (each sentence's glossary terms as
+    target ids), every search is the constrained one (`constrained`)."""
+    if terms is not None and any(terms):
+        return constrained(model, src, max_lens, decode_cfg, terms, generator, never)
     mask, guard = padding_mask(src), decode_cfg.no_repeat_ngram
     if decode_cfg.sample:
         copies = max(decode_cfg.nbest, 1)
@@ -249,4 +309,37 @@ def search(
     return beam_search(
         model, src, mask, max_lens, decode_cfg.beam, decode_cfg.length_penalty,
         nbest=max(decode_cfg.nbest, 1), no_repeat_ngram=guard, never=never,
+    )  # fmt: skip
+
+
+def constrained(
+    model: Transformer,
+    src: torch.Tensor,
+    max_lens: torch.Tensor,
+    decode_cfg: DecodeConfig,
+    terms: Sequence[Terms],
+    generator: torch.Generator | None = None,
+    never: list[int] = NEVER_OUTPUT,
+) -> Found:
+    """The search `decode_cfg` asks for, with each sentence's `terms` in every hypothesis:
+    beam search with constraints (constraints.py) of `decode.beam` beams, and at least
+    `decode.glossary_beam` (greedy search, one beam, has no room to place a term, so it
+    searches with that many); with sampling, each of the `decode.nbest` samples a sentence
+    is such a search whose candidates are drawn."""
+    beam = max(decode_cfg.beam, decode_cfg.glossary_beam)
+    options = {"no_repeat_ngram": decode_cfg.no_repeat_ngram, "never": never}
+    if decode_cfg.sample:
+        copies = max(decode_cfg.nbest, 1)
+        how = TokenSampling(decode_cfg.temperature, decode_cfg.topk, decode_cfg.topp, generator)
+        src, max_lens = src.repeat_interleave(copies, 0), max_lens.repeat_interleave(copies)
+        drawn = beam_search(
+            model, src, padding_mask(src), max_lens, beam, decode_cfg.length_penalty,
+            constraints=Constraints.of(terms, src.device).repeat_interleave(copies), how=how,
+            **options,
+        )  # fmt: skip
+        groups = [[*chain(*drawn[i : i + copies])] for i in range(0, len(drawn), copies)]
+        return [sorted(group, key=lambda hypothesis: -hypothesis[1]) for group in groups]
+    return beam_search(
+        model, src, padding_mask(src), max_lens, beam, decode_cfg.length_penalty,
+        nbest=max(decode_cfg.nbest, 1), constraints=Constraints.of(terms, src.device), **options,
     )  # fmt: skip

@@ -26,14 +26,16 @@ import dataclasses
 import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from translator.config import DecodeConfig
-from translator.data import spans
+from translator.data import names, spans
+from translator.data.glossary import Glossary, Match, term_ids
 from translator.data.normalization import CONTROL, normalize_en
 from translator.data.tokenizer import Tokenizer
 from translator.errors import UserError
@@ -62,29 +64,45 @@ class Hypothesis(NamedTuple):
     """One of a line's n best translations, and its score: the log-probability the search
     ranked it by (divided by the length penalty; summed over a line's sentences); `lost`:
     the protected spans of the source that it does not hold verbatim; `appended`: those
-    the model did not write, that decode.span_guard put at the end of their sentence."""
+    the model did not write, that decode.span_guard put at the end of their sentence;
+    `missed`: the glossary's Chinese for terms of the source that it does not hold."""
 
     text: str
     score: float
     lost: tuple[str, ...] = ()
     appended: tuple[str, ...] = ()
+    missed: tuple[str, ...] = ()
+
+
+class Prepared(NamedTuple):
+    """One sentence as the model is given it (`text`), what its placeholders stand for
+    (`spans`), and the glossary's terms in it: each one's Chinese, which the translation
+    must hold, and its English as it stands in the sentence."""
+
+    text: str
+    spans: list[str]
+    terms: list[str] = []
+    english: list[str] = []
 
 
 class Unit(NamedTuple):
     """A sentence (or line) as given, its protected spans where placeholders stand for
-    them, and the hypotheses of each of its pieces."""
+    them, the glossary's Chinese it must hold, and the hypotheses of each of its pieces."""
 
     source: str
     spans: list[str]
     pieces: list[list[tuple[list[int], float]]]
+    terms: list[str] = []
 
 
 class Batch(NamedTuple):
-    """The indices of the sources one search takes, and whether their outputs may not write
-    digits (decode.digit_guard, where none of the sources has one)."""
+    """The indices of the sources one search takes, whether their outputs may not write
+    digits (decode.digit_guard, where none of the sources has one), and whether they hold
+    glossary terms (searched with constraints)."""
 
     rows: list[int]
     guarded: bool = False
+    constrained: bool = False
 
 
 class TextTranslator:
@@ -110,6 +128,10 @@ class TextTranslator:
         self._placeholders: bool | None = None
         self._digit_pieces: list[int] | None = None
         self.counts: Counter[str] = Counter()  # shared with with_decode's copies
+        self._glossaries: dict[str, Glossary] = {}  # decode.glossary, loaded once (shared)
+        # the English words the model was trained on (data/names.py); None: not known
+        self.known_words: frozenset[str] | None = None
+        self._term_ids: dict[str, list[int] | None] = {}  # a term's target ids (shared)
 
     def with_decode(self, **changes) -> TextTranslator:
         """The same engine and model with other decoding settings, e.g. beam=5, checked as
@@ -126,29 +148,38 @@ class TextTranslator:
         length_penalty: float | None = None,
         split: bool | None = None,
         nbest: int | None = None,
+        glossary: Glossary | Mapping[str, str] | str | Path | None = None,
     ):
         """English lines → Chinese, in input order (one string → one string). Each line is
         split into sentences unless `split` is False (decode.split), and blank lines give
         blank outputs. With `nbest` N ≥ 1 (decode.nbest), each line gives a list of up to
-        N `Hypothesis(text, score)`, best first. Arguments apply to this call only."""
+        N `Hypothesis(text, score)`, best first. `glossary` (a TSV or CSV file, a mapping
+        English → Chinese, or a Glossary) decides how its terms are translated, laid over
+        decode.glossary's. Arguments apply to this call only."""
         if isinstance(sentences, str):
             return self.translate(
-                [sentences], beam=beam, length_penalty=length_penalty, split=split, nbest=nbest
-            )[0]
+                [sentences], beam=beam, length_penalty=length_penalty, split=split,
+                nbest=nbest, glossary=glossary,
+            )[0]  # fmt: skip
         if changes := overrides(beam, length_penalty, split, nbest):
-            return self.with_decode(**changes).translate(sentences)
-        lines = self.nbest_lines(sentences)
+            return self.with_decode(**changes).translate(sentences, glossary=glossary)
+        given = Glossary.open(glossary)
+        lines = self.nbest_lines(sentences, given.over(self.glossary) if given else None)
         if self.decode_cfg.nbest:
             return lines
         return [found[0].text if found else "" for found in lines]
 
-    def nbest_lines(self, lines: Sequence[str]) -> list[list[Hypothesis]]:
+    def nbest_lines(
+        self, lines: Sequence[str], glossary: Glossary | None = None
+    ) -> list[list[Hypothesis]]:
         """Each line's hypotheses: the i-th joins the i-th of each of its pieces (their
-        last where a piece has fewer), its score their sum; a blank line has none."""
+        last where a piece has fewer), its score their sum; a blank line has none.
+        `glossary`: the one to obey (default: decode.glossary's)."""
+        glossary = self.glossary if glossary is None else glossary
         texts = [normalize_en(s) for s in lines]
         units, owners = document.units(texts, self.decode_cfg.split)
-        protected = [self.for_model(u) for u in units]
-        pieces = self.cutter.pieces([text for text, _ in protected], range(len(units)))
+        protected = [self.prepare(u, glossary) for u in units]
+        pieces = self.cutter.pieces([p.text for p in protected], range(len(units)))
         if pieces.cut:
             what = "sentence" if self.decode_cfg.split else "line"
             log.warning(
@@ -159,18 +190,46 @@ class TextTranslator:
                 "" if pieces.cut == 1 else "s",
                 self.max_positions,
             )
-        guarded = [self.guards(protected[unit][0]) for unit in pieces.line]
-        found = self.hypotheses(pieces.sources, guarded)
+        terms = self._terms_of_pieces(pieces, protected)
+        guarded = [
+            self.guards(protected[unit].text) and not any(map(spans.has_free_digit, chinese))
+            for unit, chinese in zip(pieces.line, terms, strict=True)
+        ]
+        term_ids = [[ids for c in chinese if (ids := self.term_ids(c))] for chinese in terms]
+        found = self.hypotheses(pieces.sources, guarded, term_ids)
         by_unit: list[list[list[tuple[list[int], float]]]] = [[] for _ in units]
         for unit, hypotheses in zip(pieces.line, found, strict=True):
             by_unit[unit].append(hypotheses or [([], float("nan"))])
         by_line: list[list[Unit]] = [[] for _ in texts]
         for unit, line in enumerate(owners):
-            by_line[line].append(Unit(units[unit], protected[unit][1], by_unit[unit]))
+            prepared = protected[unit]
+            by_line[line].append(Unit(units[unit], prepared.spans, by_unit[unit], prepared.terms))
         combined = [self._combine(line) for line in by_line]
         self.counts["spans_lost"] += sum(len(found[0].lost) for found in combined if found)
         self.counts["spans_appended"] += sum(len(f[0].appended) for f in combined if f)
+        self.counts["terms"] += sum(len(p.terms) for p in protected)
+        self.counts["terms_missed"] += sum(len(f[0].missed) for f in combined if f)
         return combined
+
+    def _terms_of_pieces(self, pieces: document.Pieces, protected: list[Prepared]):
+        """The glossary's Chinese each piece must hold: its sentence's, or, of a sentence
+        cut into pieces, those whose English the piece holds."""
+        terms: list[list[str]] = []
+        for i, unit in enumerate(pieces.line):
+            prepared = protected[unit]
+            whole = pieces.line.count(unit) == 1
+            if whole or not prepared.terms:
+                terms.append(prepared.terms if whole else [])
+                continue
+            text = self.src_tok.decode(pieces.sources[i].tolist()).lower()
+            terms.append(
+                [
+                    c
+                    for c, e in zip(prepared.terms, prepared.english, strict=True)
+                    if e.lower() in text
+                ]
+            )
+        return terms
 
     def _combine(self, units: list[Unit]) -> list[Hypothesis]:
         """A line's i-th hypothesis: the i-th of each piece of each of its units (their last
@@ -178,7 +237,7 @@ class TextTranslator:
         count = max((len(p) for unit in units for p in unit.pieces), default=0)
         combined = []
         for i in range(count):
-            texts, lost, appended, score = [], [], [], 0.0
+            texts, lost, appended, missed, score = [], [], [], [], 0.0
             for unit in units:
                 chosen = [p[min(i, len(p) - 1)] for p in unit.pieces]
                 text = document.join([self.detokenize(ids) for ids, _ in chosen])
@@ -187,19 +246,92 @@ class TextTranslator:
                     text, appended = unmasked.text, appended + unmasked.appended
                 texts.append(text)
                 lost += spans.missing(unit.source, text)
+                missed += missing_terms(unit.terms, text)
                 score += sum(s for _, s in chosen)
-            combined.append(Hypothesis(document.join(texts), score, tuple(lost), tuple(appended)))
+            combined.append(
+                Hypothesis(document.join(texts), score, tuple(lost), tuple(appended), tuple(missed))
+            )
         return combined
 
     def for_model(self, sentence: str) -> tuple[str, list[str]]:
         """One normalised sentence as the model is given it, and its protected spans where
-        placeholders stand for them: in ordinary case (decode.recase), with a final mark
-        (decode.final_mark), its spans as ⦅n⦆ (a model trained with data.placeholders)."""
+        placeholders stand for them (`prepare` without a glossary)."""
+        prepared = self.prepare(sentence)
+        return prepared.text, prepared.spans
+
+    def prepare(self, sentence: str, glossary: Glossary | None = None) -> Prepared:
+        """One normalised sentence as the model is given it: in ordinary case
+        (decode.recase), with a final mark (decode.final_mark), its spans as ⦅n⦆ (a model
+        trained with data.placeholders); and the terms of `glossary` it holds outside its
+        spans, and the names the model does not know (decode.keep_names: data/names.py).
+        On a model with placeholders, an entry that keeps its English (a name: `Python →
+        Python`) and an unknown name are spans too, given back as the glossary writes them
+        or as written (with decode.glossary_mode = placeholders, every entry is a span);
+        every other term goes to the search as a constraint, which also keeps an unknown
+        name on a model without placeholders."""
         if self.decode_cfg.recase:
             sentence = self.recaser(sentence)
         if self.decode_cfg.final_mark and _UNMARKED.search(sentence):
             sentence += _mark_for(sentence)
-        return spans.mask(sentence) if self.placeholders else (sentence, [])
+        protected = spans.ranges(sentence)
+        found = glossary.find(sentence, protected) if glossary else []
+        if self.decode_cfg.keep_names and self.known_words is not None:
+            taken = protected + [(m.start, m.end) for m in found]
+            unknown = names.unknown(sentence, self.known_words, taken)
+            found = sorted(found + [Match(s, e, sentence[s:e]) for s, e in unknown])
+            self.counts["names_kept"] += len(unknown)
+        if found and self.glossary_placeholders:
+            carried = found
+        elif self.placeholders:
+            carried = [m for m in found if m.identity(sentence)]
+        else:
+            carried = []
+        terms = [m for m in found if m not in carried]
+        english = [sentence[m.start : m.end] for m in terms]
+        if not self.placeholders:
+            return Prepared(sentence, [], [m.chinese for m in terms], english)
+        text, held = spans.mask(sentence, extra=[(m.start, m.end, m.chinese) for m in carried])
+        return Prepared(text, held, [m.chinese for m in terms], english)
+
+    @property
+    def glossary_placeholders(self) -> bool:
+        """decode.glossary_mode = placeholders: every term carried as ⦅n⦆ and replaced by
+        its Chinese, which only a model trained with placeholders can do."""
+        if self.decode_cfg.glossary_mode != "placeholders":
+            return False
+        if not self.placeholders:
+            raise UserError(
+                "decode.glossary_mode = placeholders needs a model trained with "
+                "data.placeholders; this one was not (use glossary_mode = search)"
+            )
+        return True
+
+    @property
+    def glossary(self) -> Glossary | None:
+        """decode.glossary's entries, loaded on first use (None without one)."""
+        path = self.decode_cfg.glossary
+        if not path:
+            return None
+        if path not in self._glossaries:
+            self._glossaries[path] = Glossary.load(path)
+        return self._glossaries[path]
+
+    def term_ids(self, chinese: str) -> list[int] | None:
+        """A glossary term as the target ids the search must write (glossary.term_ids)."""
+        if chinese not in self._term_ids:
+            self._term_ids[chinese] = term_ids(self.tgt_tok, chinese)
+        return self._term_ids[chinese]
+
+    @property
+    def glossary_mechanism(self) -> str:
+        """How this engine makes a translation hold a glossary's terms, in words."""
+        if self.glossary_placeholders:
+            return "placeholders (decode.glossary_mode): each term as ⦅n⦆, then its Chinese"
+        names = "; names kept (X → X) carried as placeholders" if self.placeholders else ""
+        beams = max(self.decode_cfg.beam, self.decode_cfg.glossary_beam)
+        return f"{self.constrained_search} ({beams} beams){names}"
+
+    constrained_search = "constrained beam search"  # an engine's search with constraints
 
     def guards(self, text: str) -> bool:
         """Whether decode.digit_guard keeps digits out of the translation of `text` (as
@@ -280,11 +412,15 @@ class TextTranslator:
         return limit.clamp(max=self.max_positions - 1)
 
     def hypotheses(
-        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+        self,
+        sources: Sequence[np.ndarray],
+        guarded: Sequence[bool] | None = None,
+        terms: Sequence[Sequence[list[int]]] | None = None,
     ) -> list[list[tuple[list[int], float]]]:
         """Source ids → each source's hypotheses as (ids without BOS/EOS, score), best
         first: one (score NaN where nothing asked for it) unless decode.nbest asks for more.
-        Where `guarded` is true for a source, its outputs write no `digit_pieces`."""
+        Where `guarded` is true for a source, its outputs write no `digit_pieces`; `terms`:
+        the target ids of the glossary terms each source's outputs must hold."""
         raise NotImplementedError
 
     def search(self, sources: Sequence[np.ndarray]) -> list[list[int]]:
@@ -292,19 +428,38 @@ class TextTranslator:
         return [found[0][0] if found else [] for found in self.hypotheses(sources)]
 
     def batches(
-        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+        self,
+        sources: Sequence[np.ndarray],
+        guarded: Sequence[bool] | None = None,
+        terms: Sequence[Sequence[list[int]]] | None = None,
     ) -> list[Batch]:
         """The indices of `sources`, sorted by length, in batches of `decode.batch_size`:
-        the guarded ones apart from the others."""
+        the guarded ones apart from the others, and those with glossary terms apart from
+        those without (which so decode exactly as they would without a glossary)."""
         guarded = guarded or [False] * len(sources)
+        constrained = [bool(t) for t in terms] if terms else [False] * len(sources)
         size, batches = self.decode_cfg.batch_size, []
-        for guard in (False, True):
+        for guard, bound in ((False, False), (True, False), (False, True), (True, True)):
             order = sorted(
-                (i for i in range(len(sources)) if guarded[i] == guard),
+                (i for i in range(len(sources)) if (guarded[i], constrained[i]) == (guard, bound)),
                 key=lambda i: len(sources[i]),
             )
-            batches += [Batch(order[at : at + size], guard) for at in range(0, len(order), size)]
+            batches += [
+                Batch(order[at : at + size], guard, bound) for at in range(0, len(order), size)
+            ]
         return batches
+
+
+def missing_terms(terms: Sequence[str], text: str) -> list[str]:
+    """The glossary's Chinese that `text` does not hold (a term given twice must be there
+    twice)."""
+    seen: Counter[str] = Counter()
+    missed = []
+    for term in terms:
+        seen[term] += 1
+        if text.count(term) < seen[term]:
+            missed.append(term)
+    return missed
 
 
 def changed(decode_cfg: DecodeConfig, **changes) -> DecodeConfig:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from translator.config import Config, DecodeConfig, from_dict
+from translator.data import names
 from translator.data.batching import pad
 from translator.data.tokenizer import Tokenizer, load_tokenizer
 from translator.inference.onednn import use_onednn
@@ -70,6 +71,7 @@ class Translator(TextTranslator):
         translator = cls(model, src_tok, tgt_tok, decode_cfg, config.data.src_prefix)
         translator.config = config
         translator.imported = payload.get("imported")
+        translator.known_words = names.known(payload.get("source_words"))
         return translator
 
     @classmethod
@@ -82,13 +84,16 @@ class Translator(TextTranslator):
         return next(self.model.parameters()).device
 
     def hypotheses(
-        self, sources: Sequence[np.ndarray], guarded: Sequence[bool] | None = None
+        self,
+        sources: Sequence[np.ndarray],
+        guarded: Sequence[bool] | None = None,
+        terms: Sequence[Sequence[list[int]]] | None = None,
     ) -> Found:
         """Source ids → each one's hypotheses, in input order. Sentences are sorted by
         length into batches of `decode.batch_size`, and searched as `[decode]` asks
-        (search.py); each may write `max_len_a × source length + max_len_b` tokens, and
-        a `guarded` one no digit. Sampling draws from a generator seeded with
-        `decode.seed` for each call."""
+        (search.py); each may write `max_len_a × source length + max_len_b` tokens, a
+        `guarded` one no digit, and one with `terms` holds them (constrained search).
+        Sampling draws from a generator seeded with `decode.seed` for each call."""
         decode_cfg = self.decode_cfg
         generator = None
         if decode_cfg.sample:
@@ -96,11 +101,12 @@ class Translator(TextTranslator):
         was_training = self.model.training
         self.model.eval()
         outputs: Found = [[] for _ in sources]
-        for rows, guard in self.batches(sources, guarded):
+        for rows, guard, bound in self.batches(sources, guarded, terms):
             src = pad([sources[i] for i in rows]).to(self.device)
             max_lens = self.limits([len(sources[i]) for i in rows])
             never = NEVER_OUTPUT + self.digit_pieces if guard else NEVER_OUTPUT
-            found = search(self.model, src, max_lens, decode_cfg, generator, never)
+            given = [terms[i] for i in rows] if bound else None
+            found = search(self.model, src, max_lens, decode_cfg, generator, never, given)
             for i, hypotheses in zip(rows, found, strict=True):
                 outputs[i] = hypotheses
         self.model.train(was_training)

@@ -54,6 +54,7 @@ def training_payload(
         "config": config.to_dict(),
         "tokenizers": data.tokenizer_paths,
         "tokenizer_models": data.tokenizer_models,
+        "source_words": data.source_words,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "schedule": schedule.state_dict(),

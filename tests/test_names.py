@@ -1,0 +1,65 @@
+"""Names a model does not know (data/names.py, decode.keep_names): the rule, the words a
+prepared directory and a checkpoint carry, and the name carried through verbatim by both
+engines, as a placeholder or as a term that keeps its English."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from translator.data import names
+from translator.data.layout import words_file
+from translator.inference.torch_engine import Translator
+from translator.model.checkpoint import load as load_checkpoint
+
+KNOWN = frozenset({"tom", "can", "see", "the", "cat", "boston", "i", "use", "at", "work"})
+
+
+def found(text: str, exclude=()) -> list[str]:
+    return [text[s:e] for s, e in names.unknown(text, KNOWN, exclude)]
+
+
+def test_a_capitalised_word_the_model_never_saw_is_a_name():
+    assert found("Do you use Wikipedia at work?") == ["Do", "Wikipedia"]
+    assert found("Tom can see Boston.") == []  # seen: translated as before
+    assert found("Linux's users use NASA data.") == ["Linux", "NASA"]
+    assert found("linux, I, e-Mail and well-Known are not") == []  # lower case, one letter
+    assert found("Visit Example now", exclude=[(6, 13)]) == ["Visit"]
+
+
+def test_the_words_travel_from_prepare_to_the_checkpoint_and_the_export(trained, tmp_path):
+    prepared = trained.parents[2] / "prepared"
+    counts = names.read_counts(words_file(prepared))
+    assert counts["the"] > 100 and "linux" not in counts
+    known = names.known(load_checkpoint(trained)["source_words"])
+    assert known == set(counts)
+    assert Translator.from_checkpoint(trained, "cpu").known_words == known
+    pytest.importorskip("ctranslate2")
+    from translator.deploy.export import export
+    from translator.inference.ct2_engine import CTranslate2Translator
+
+    theirs = CTranslate2Translator.from_dir(export(trained, tmp_path / "ct2"))
+    assert theirs.known_words == known
+
+
+def test_an_unknown_name_passes_through_verbatim(trained):
+    """On a model without placeholders the name is a term that keeps its English (the
+    search writes it); with decode.keep_names off it is translated as any word."""
+    ours = Translator.from_checkpoint(trained, torch.device("cpu"))
+    lines = ["Tom can see Linux.", "Mary will buy Spotify."]
+    assert [p.terms for p in map(ours.prepare, lines)] == [["Linux"], ["Spotify"]]
+    for found_ in ours.translate(lines, nbest=1):
+        assert found_[0].text.count("Linux") + found_[0].text.count("Spotify") == 1
+    off = ours.with_decode(keep_names=False)
+    assert [p.terms for p in map(off.prepare, lines)] == [[], []]
+    assert ours.counts["names_kept"] >= 2
+
+
+def test_an_unknown_name_is_a_placeholder_on_a_model_trained_with_them(trained):
+    """Where the model has placeholders, the name is carried as ⦅n⦆ and given back as
+    written, as a URL is."""
+    ours = Translator.from_checkpoint(trained, torch.device("cpu"))
+    ours._placeholders = True  # as a model trained with data.placeholders sees its input
+    prepared = ours.prepare("I use Wikipedia at https://example.com every day.")
+    assert prepared.text == "I use ⦅1⦆ at ⦅2⦆ every day."
+    assert prepared.spans == ["Wikipedia", "https://example.com"]

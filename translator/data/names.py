@@ -1,0 +1,81 @@
+"""Names a model does not know: a Latin-script word written with a capital (Linux, Python,
+Wikipedia, or all in capitals, NASA) whose lower-case form never occurs in the English it was
+trained on. Such a word has no translation the model could have learnt, and a small model
+writes another word in its place ("Do you use Wikipedia at work?" → 你用叉子用吗？, "a fork");
+decode.keep_names carries it through verbatim instead (inference/text.py), as a
+placeholder where the model has them, else as a glossary term that keeps its English.
+
+    count(lines)                the lower-case words of English text, with their counts
+    words_blob(counts) / known(blob)
+                                the words a model saw, as its checkpoint carries them
+                                (`source_words`: the words of its prepared train split)
+    unknown(text, known, exclude)
+                                where the unknown names of `text` stand, none overlapping
+                                `exclude` (protected spans, glossary terms)
+
+A capitalised word the model saw (Tom, Boston, Monday, Italy) is translated as before: only
+words absent from the whole train split are kept, so the rule costs the test split nothing
+where every word was seen, and its few unseen names (Korea, Cambridge) stay readable.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+_WORD = re.compile(r"[A-Za-z]+")
+# a capitalised word of two letters or more, not inside a longer word (Linux's: Linux)
+_NAME = re.compile(r"(?<![\w'’-])[A-Z][A-Za-z]+(?![\w-])")
+MOST_WORDS = 1_000_000  # a checkpoint keeps at most this many, the most frequent
+
+
+def count(lines: Iterable[str]) -> Counter[str]:
+    """The lower-case words (runs of ASCII letters) of `lines`, with how often each occurs."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        counts.update(_WORD.findall(line.lower()))
+    return counts
+
+
+def write_counts(counts: Counter[str], path) -> None:
+    """`words.en` of a prepared directory: `word<TAB>count` a line, most frequent first."""
+    path.write_text("".join(f"{w}\t{n}\n" for w, n in counts.most_common()), encoding="ascii")
+
+
+def read_counts(path) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for line in path.read_text(encoding="ascii").splitlines():
+        word, _, n = line.partition("\t")
+        counts[word] = int(n)
+    return counts
+
+
+def words_blob(counts: Counter[str]) -> bytes:
+    """The words a model saw, as a checkpoint carries them: the MOST_WORDS most frequent,
+    one a line, compressed."""
+    words = sorted(word for word, _ in counts.most_common(MOST_WORDS))
+    return zlib.compress("\n".join(words).encode("ascii"), 6)
+
+
+def known(blob: bytes | None) -> frozenset[str] | None:
+    """The words of a `words_blob`; None for a model that carries none (trained before the
+    words were kept, or imported), for which no name is taken for unknown."""
+    if not blob:
+        return None
+    return frozenset(zlib.decompress(blob).decode("ascii").split("\n"))
+
+
+def unknown(
+    text: str, words: frozenset[str], exclude: Sequence[tuple[int, int]] = ()
+) -> list[tuple[int, int]]:
+    """(start, end) of each capitalised word of `text` whose lower-case form is not among
+    `words`, left to right, none overlapping an `exclude` range."""
+    found = []
+    for match in _NAME.finditer(text):
+        start, end = match.span()
+        if match.group(0).lower() in words or any(s < end and start < e for s, e in exclude):
+            continue
+        found.append((start, end))
+    return found
