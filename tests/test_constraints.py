@@ -83,7 +83,7 @@ def test_a_term_given_twice_is_written_twice(ours):
 def test_progress_through_terms_one_token_at_a_time():
     """Two terms (ids 10 11 and 12) in one sentence, beams (1) of width 1: writing 10 then
     11 meets the first; 10 then 13 breaks it; a repeated term needs a second writing."""
-    constraints = Constraints.of([[[10, 11], [12], [12]]])
+    constraints = Constraints.of([[[10, 11], [12], [12]]], vocab=20)
     constraints.start(1)
     alive = torch.tensor([0])
     origin = torch.zeros(1, 4, dtype=torch.long)

@@ -159,3 +159,43 @@ def test_a_term_is_written_as_mid_sentence(trained):
         ids = term_ids(tokenizer, term)
         assert ids and not tokenizer.id_to_piece(ids[0]).startswith("\u2581")
         assert tokenizer.decode(ids) == term
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"cat\n", "terms.tsv:1: no tab or comma"),
+        (b"cat\t\xe7\x8b\x97\nCat\t\xe7\x8c\xab\n", "terms.tsv:2: 'Cat' is given twice"),
+        (b"cat\t\xff\n", "terms.tsv:1: not UTF-8"),
+    ],
+)
+def test_translate_stops_at_a_bad_glossary_before_translating(trained, tmp_path, content, fragment):
+    from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
+
+    config_file = tmp_path / "tiny.toml"
+    config_file.write_text(to_toml(tiny_config(trained.parents[2]).to_dict()))
+    path = tmp_path / "terms.tsv"
+    path.write_bytes(content)
+    given = ["-c", str(config_file), "--checkpoint", str(trained), "--glossary", str(path)]
+    result = run_cli("translate", *given, "Tom can see the cat.", cwd=tmp_path)
+    assert_one_line_error(result, fragment)
+    assert result.stdout == ""  # nothing translated
+    for command in (["eval"], ["translate", "--input", str(config_file)]):
+        assert_one_line_error(run_cli(*command, *given, cwd=tmp_path), fragment)
+
+
+def test_translate_says_how_it_keeps_the_glossary(trained, tmp_path):
+    from conftest import run_cli, tiny_config, to_toml
+
+    config_file = tmp_path / "tiny.toml"
+    config_file.write_text(to_toml(tiny_config(trained.parents[2]).to_dict()))
+    path = tmp_path / "terms.csv"
+    path.write_text("english,chinese\ncat,狗\n", encoding="utf-8")
+    given = ["-c", str(config_file), "--checkpoint", str(trained), "--glossary", str(path)]
+    result = run_cli("translate", *given, "Tom can see the cat.", "Hello.", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "狗" in result.stdout.splitlines()[0]
+    assert (
+        "glossary: 1 entries from" in result.stderr and "constrained beam search" in result.stderr
+    )
+    assert "glossary: 1 term in the input, all of them written" in result.stderr

@@ -141,12 +141,56 @@ def test_translations_equal_the_library_and_the_page_is_served(server, trained):
         ({"text": ["Hi."], "lang": "fr"}, 422, "unknown field(s): lang"),
         ({"text": ["Hi."] * 65}, 413, "too many sentences: 65 > 64"),
         ({"text": ["a" * 1001]}, 413, "1001 characters > 1000"),
+        ({"text": ["Hi."], "glossary": {"GPU": ""}}, 400, "entry 'GPU': the Chinese side is empty"),
+        ({"text": ["Hi."], "glossary": {"GPU": "显卡", "gpu": "卡"}}, 400, "'gpu' is given twice"),
+        ({"text": ["Hi."], "glossary": {"GPU": 3}}, 422, '"glossary" must be an object'),
+        ({"text": ["Hi."], "glossary": ["GPU"]}, 422, '"glossary" must be an object'),
+        (
+            {"text": ["Hi."], "glossary": {f"t{i}": "x" for i in range(1001)}},
+            413,
+            "too many glossary entries: 1001 > 1000",
+        ),
+        (
+            {"text": ["Hi."], "glossary": {f"t{i}": "字" * 400 for i in range(60)}},
+            413,
+            "the glossary has 72,",
+        ),
     ],
 )
 def test_bad_requests_get_a_4xx_json_error(server, payload, status, fragment):
     got, body = post(server, payload)
     assert got == status, body
     assert fragment in body["error"]
+
+
+def test_a_request_glossary_is_laid_over_the_servers(config_file, tmp_path):
+    """`serve --glossary FILE`: the server's glossary for every request and for /lt; a
+    request's own entries win where both have one; what a translation misses is named."""
+    glossary = tmp_path / "server.tsv"
+    glossary.write_text("cat\t狗\nbook\t花\n", encoding="utf-8")
+    lines = ["Tom can see the cat.", "I will buy the book."]
+    with serving(config_file, "--glossary", str(glossary)) as url:
+        status, body = post(url, {"text": lines})
+        assert status == 200 and "狗" in body["translations"][0] and "花" in body["translations"][1]
+        assert body["missed"] == [[], []]
+        status, body = post(url, {"text": lines, "glossary": {"Cat": "车"}, "beam": 2, "nbest": 2})
+        assert status == 200 and "车" in body["translations"][0] and "花" in body["translations"][1]
+        assert all(h["missed"] == [] for h in body["hypotheses"][0][:1])
+        status, lt = call(url + "/lt/translate", json.dumps({"q": lines[0]}).encode())
+        assert status == 200 and "狗" in lt["translatedText"]
+        page = {"q": f"<p><b>{lines[0]}</b></p>", "format": "html"}
+        status, lt = call(url + "/lt/translate", json.dumps(page).encode())
+        assert (
+            status == 200
+            and lt["translatedText"].startswith("<p><b>")
+            and "狗" in lt["translatedText"]
+        )
+        status, health = call(url + "/health")
+        assert health["glossary"] == 2
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("cat\n", encoding="utf-8")
+    result = run_cli("serve", "-c", str(config_file), "--glossary", str(bad), cwd=tmp_path)
+    assert_one_line_error(result, "bad.tsv:1: no tab or comma")
 
 
 def test_concurrent_requests_are_decoded_together(server):

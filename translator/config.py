@@ -225,6 +225,9 @@ class DecodeConfig:
     # search: every term a constraint of the search (names X → X placeholders where the model
     # has them); placeholders: every term a placeholder (a model trained with them only)
     glossary_mode: Literal["search", "placeholders"] = "search"
+    # missing: searched as without a glossary, then with constraints where a term is missing;
+    # all: every sentence with a term searched with constraints
+    glossary_search: Literal["missing", "all"] = "missing"
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching

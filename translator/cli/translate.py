@@ -124,6 +124,12 @@ def translate(
     report_spans(translator.spans_lost, translator.spans_appended)
     if translator.glossary is not None:
         report_terms(translator.counts["terms"], translator.counts["terms_missed"])
+    if names := translator.counts["names_kept"]:
+        typer.echo(
+            f"note: {names} name{'s' if names > 1 else ''} the model never saw in training "
+            "carried through as written (decode.keep_names)",
+            err=True,
+        )
 
 
 def report_terms(terms: int, missed: int) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,7 @@ class Glossary:
     """English → Chinese entries, looked up by `key`. `origin` names where they came from
     (a file, "request") for messages."""
 
-    def __init__(self, entries: dict[str, str], origin: str = "glossary", longest: int = 0):
+    def __init__(self, entries: Mapping[str, str], origin: str = "glossary", longest: int = 0):
         self.entries = entries  # key(english) → chinese
         self.origin = origin
         # the most tokens an entry has: how far `find` looks from each word
@@ -149,11 +150,13 @@ class Glossary:
         return cls.load(given)
 
     def over(self, base: Glossary | None) -> Glossary:
-        """This glossary laid over `base`: its entries win where both have one."""
+        """This glossary laid over `base`: its entries win where both have one (looked up
+        in both, not copied: a request's few entries over a server's million cost
+        nothing)."""
         if not base:
             return self
         return Glossary(
-            {**base.entries, **self.entries},
+            ChainMap(self.entries, base.entries),  # type: ignore[arg-type]
             f"{self.origin} over {base.origin}",
             max(self.longest, base.longest),
         )

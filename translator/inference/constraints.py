@@ -2,7 +2,9 @@
 every finished hypothesis must contain (Post & Vilar 2018's dynamic beam allocation, in the
 vectorised form of Hu et al. 2019 that fairseq's `--constraints` implements).
 
-    Constraints.of(batch)   each sentence's terms (target ids), padded into one tensor
+    Constraints.of(batch, vocab, ends)
+                            each sentence's terms (target ids), padded into one tensor,
+                            and the pieces that end a sentence
     .candidates(...)        one step's candidates for every live sentence, in the order the
                             search takes them, with each one's progress through its terms
 
@@ -15,8 +17,9 @@ and its own best token. A candidate's bank is how many term tokens it has writte
 beams are dealt out round-robin across the banks, the most advanced bank first and the best
 score first within each, so hypotheses that have placed a term compete with those that
 have not yet, instead of being pushed out by their lower scores. A hypothesis may end only
-when it has met every term of its sentence (at its length limit it ends anyway, and ranks
-below every hypothesis that met them).
+when it has met every term of its sentence, and so may a mark that ends a sentence (。？！:
+a term put after the sentence, "…过敏。花生。", reads as an afterthought); at its length
+limit it ends anyway, and ranks below every hypothesis that met them.
 
 A term written twice must be written twice: one token advances at most one term (an
 unfinished one first, the most advanced of them; else the first it starts).
@@ -40,15 +43,24 @@ class Constraints:
     """The terms of a batch of sentences, and each live hypothesis's progress through its
     sentence's terms."""
 
-    def __init__(self, tokens: torch.Tensor, lengths: torch.Tensor):
+    def __init__(self, tokens: torch.Tensor, lengths: torch.Tensor, ends: torch.Tensor):
         self.tokens = tokens  # (B, C, L) each sentence's terms, padded with -1
         self.lengths = lengths  # (B, C) their lengths (0: padding, always met)
+        self.ends = ends  # (V,) bool: the tokens that end a sentence (。？！), and EOS
         self.progress: torch.Tensor | None = None  # (rows, C), set by `start`
         self.offered: torch.Tensor | None = None  # (n, M, C): the last step's candidates'
 
     @classmethod
-    def of(cls, batch: Sequence[Terms], device: torch.device | str = "cpu") -> Constraints:
-        """Each sentence's terms (a sentence may have none), as tensors on `device`."""
+    def of(
+        cls,
+        batch: Sequence[Terms],
+        vocab: int,
+        ends: Sequence[int] = (),
+        device: torch.device | str = "cpu",
+    ) -> Constraints:
+        """Each sentence's terms (a sentence may have none), as tensors on `device`;
+        `ends`: the ids of the target pieces that end a sentence (of `vocab`), which, as
+        EOS, may not be written before every term is."""
         count = max((len(terms) for terms in batch), default=0) or 1
         longest = max((len(t) for terms in batch for t in terms), default=0) or 1
         tokens = torch.full((len(batch), count, longest), -1, dtype=torch.long)
@@ -57,12 +69,16 @@ class Constraints:
             for c, term in enumerate(terms):
                 tokens[i, c, : len(term)] = torch.tensor(term, dtype=torch.long)
                 lengths[i, c] = len(term)
-        return cls(tokens.to(device), lengths.to(device))
+        closing = torch.zeros(vocab, dtype=torch.bool)
+        closing[[EOS, *ends]] = True
+        return cls(tokens.to(device), lengths.to(device), closing.to(device))
 
     def repeat_interleave(self, copies: int) -> Constraints:
         """Each sentence's terms `copies` times in a row (sampling's copies of a source)."""
         return Constraints(
-            self.tokens.repeat_interleave(copies, 0), self.lengths.repeat_interleave(copies, 0)
+            self.tokens.repeat_interleave(copies, 0),
+            self.lengths.repeat_interleave(copies, 0),
+            self.ends,
         )
 
     def start(self, rows: int) -> None:
@@ -91,7 +107,8 @@ class Constraints:
         top = total.gather(1, origin * vocab + token)
         progress = self._advanced(origin, token, alive)
         met = (progress >= self.lengths[alive][:, None, :]).all(dim=-1)
-        top = top.masked_fill((token == EOS) & ~met & ~at_limit[:, None], float("-inf"))
+        early = self.ends[token] & ~met & ~at_limit[:, None]
+        top = top.masked_fill(early, float("-inf"))
         top = top.masked_fill(_repeated(origin * vocab + token), float("-inf"))
         order = _dealt(top, progress.sum(dim=-1))
         self.offered = progress.gather(1, order[:, :, None].expand_as(progress))

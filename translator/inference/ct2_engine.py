@@ -188,7 +188,8 @@ class TermInsertion:
     missing term at each place in turn (a target prefix: its first tokens, then the
     term's), CTranslate2 finishes each, scores each whole (log P / GNMT's length penalty, as
     our search ranks), and the best that holds the most terms is the next to take one,
-    until every term is in or no place adds one."""
+    until every term is in or no place adds one. A term is not put after a mark that ends a
+    sentence (。？！), as the constrained search does not end one before its terms."""
 
     def __init__(self, engine, batch: Batch, sources, limits: list[int], terms):
         self.engine, self.batch, self.sources, self.limits = engine, batch, sources, limits
@@ -218,9 +219,12 @@ class TermInsertion:
         the rows that still miss a term, with their new base."""
         rows, prefixes = [], []
         room = self.engine.max_positions - 1  # what a prefix and its ending may take
+        ends = set(self.engine.sentence_ends)
         for i, base in bases.items():
             term = self.terms[i][self.missing(i, base)[0]]
             for place in range(min(len(base), room - len(term)) + 1):
+                if place and base[place - 1] in ends:  # not after the sentence: "…。显卡"
+                    continue
                 rows.append(i)
                 prefixes.append(base[:place] + term)
         if not rows:

@@ -22,7 +22,7 @@ import torch
 from translator.config import DecodeConfig
 from translator.data.batching import padding_mask
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
-from translator.inference.constraints import Constraints, Terms
+from translator.inference.constraints import Constraints
 from translator.inference.repeats import block_repeats
 from translator.inference.sampling import NEG_INF, TokenSampling, choose, perturbed
 from translator.model.transformer import DecoderState, Transformer
@@ -278,16 +278,16 @@ def search(
     decode_cfg: DecodeConfig,
     generator: torch.Generator | None = None,
     never: list[int] = NEVER_OUTPUT,
-    terms: Sequence[Terms] | None = None,
+    constraints: Constraints | None = None,
 ) -> Found:
     """The search `decode_cfg` asks for over one batch (B,S): sampling (`decode_cfg.nbest` samples a
     sentence, best score first), beam search (`decode_cfg.nbest` best), or greedy. Scores are
     computed only where they are asked for (nbest ≥ 1, or sampling): plain greedy leaves
     them NaN, and with beam 1 and nbest beam search gives greedy's output and its score.
-    No output writes a token of `never`. With `terms` (each sentence's glossary terms as
-    target ids), every search is the constrained one (`constrained`)."""
-    if terms is not None and any(terms):
-        return constrained(model, src, max_lens, decode_cfg, terms, generator, never)
+    No output writes a token of `never`. With `constraints` (each sentence's glossary
+    terms), every search is the constrained one (`constrained`)."""
+    if constraints is not None:
+        return constrained(model, src, max_lens, decode_cfg, constraints, generator, never)
     mask, guard = padding_mask(src), decode_cfg.no_repeat_ngram
     if decode_cfg.sample:
         copies = max(decode_cfg.nbest, 1)
@@ -317,11 +317,11 @@ def constrained(
     src: torch.Tensor,
     max_lens: torch.Tensor,
     decode_cfg: DecodeConfig,
-    terms: Sequence[Terms],
+    constraints: Constraints,
     generator: torch.Generator | None = None,
     never: list[int] = NEVER_OUTPUT,
 ) -> Found:
-    """The search `decode_cfg` asks for, with each sentence's `terms` in every hypothesis:
+    """The search `decode_cfg` asks for, with each sentence's terms in every hypothesis:
     beam search with constraints (constraints.py) of `decode.beam` beams, and at least
     `decode.glossary_beam` (greedy search, one beam, has no room to place a term, so it
     searches with that many); with sampling, each of the `decode.nbest` samples a sentence
@@ -334,12 +334,12 @@ def constrained(
         src, max_lens = src.repeat_interleave(copies, 0), max_lens.repeat_interleave(copies)
         drawn = beam_search(
             model, src, padding_mask(src), max_lens, beam, decode_cfg.length_penalty,
-            constraints=Constraints.of(terms, src.device).repeat_interleave(copies), how=how,
+            constraints=constraints.repeat_interleave(copies), how=how,
             **options,
         )  # fmt: skip
         groups = [[*chain(*drawn[i : i + copies])] for i in range(0, len(drawn), copies)]
         return [sorted(group, key=lambda hypothesis: -hypothesis[1]) for group in groups]
     return beam_search(
         model, src, padding_mask(src), max_lens, beam, decode_cfg.length_penalty,
-        nbest=max(decode_cfg.nbest, 1), constraints=Constraints.of(terms, src.device), **options,
+        nbest=max(decode_cfg.nbest, 1), constraints=constraints, **options,
     )  # fmt: skip

@@ -46,6 +46,7 @@ from translator.inference.document import Cutter
 log = logging.getLogger(__name__)
 _UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
 _UNMARKED = re.compile(r"[A-Za-z0-9]$")  # a sentence that ends without a mark
+_ENDS = ("。", "？", "！")  # marks that end a Chinese sentence
 _QUESTION = re.compile(
     r"^(?:what|where|who|whom|whose|why|how|when|which|do|does|did|is|are|was|were|am|can|"
     r"could|will|would|should|shall|may|might|must|have|has|had|(?:is|are|was|were|do|does|"
@@ -127,6 +128,7 @@ class TextTranslator:
         self._recaser: Recaser | None = None
         self._placeholders: bool | None = None
         self._digit_pieces: list[int] | None = None
+        self._sentence_ends: list[int] | None = None
         self.counts: Counter[str] = Counter()  # shared with with_decode's copies
         self._glossaries: dict[str, Glossary] = {}  # decode.glossary, loaded once (shared)
         # the English words the model was trained on (data/names.py); None: not known
@@ -195,8 +197,7 @@ class TextTranslator:
             self.guards(protected[unit].text) and not any(map(spans.has_free_digit, chinese))
             for unit, chinese in zip(pieces.line, terms, strict=True)
         ]
-        term_ids = [[ids for c in chinese if (ids := self.term_ids(c))] for chinese in terms]
-        found = self.hypotheses(pieces.sources, guarded, term_ids)
+        found = self._held(pieces.sources, guarded, terms)
         by_unit: list[list[list[tuple[list[int], float]]]] = [[] for _ in units]
         for unit, hypotheses in zip(pieces.line, found, strict=True):
             by_unit[unit].append(hypotheses or [([], float("nan"))])
@@ -207,9 +208,32 @@ class TextTranslator:
         combined = [self._combine(line) for line in by_line]
         self.counts["spans_lost"] += sum(len(found[0].lost) for found in combined if found)
         self.counts["spans_appended"] += sum(len(f[0].appended) for f in combined if f)
-        self.counts["terms"] += sum(len(p.terms) for p in protected)
         self.counts["terms_missed"] += sum(len(f[0].missed) for f in combined if f)
         return combined
+
+    def _held(self, sources, guarded, terms: list[list[str]]):
+        """The hypotheses of each source, holding its glossary `terms`: with
+        decode.glossary_search = "missing", the sources are searched as without a glossary
+        and only those whose best translation lacks a term searched again with
+        constraints; with "all", every source with a term is searched with them."""
+        term_ids = [[ids for c in chinese if (ids := self.term_ids(c))] for chinese in terms]
+        if self.decode_cfg.glossary_search == "all" or not any(term_ids):
+            return self.hypotheses(sources, guarded, term_ids)
+        found = self.hypotheses(sources, guarded)
+        again = [
+            i
+            for i, (ids, chinese) in enumerate(zip(term_ids, terms, strict=True))
+            if ids and (not found[i] or missing_terms(chinese, self.detokenize(found[i][0][0])))
+        ]
+        if again:
+            redone = self.hypotheses(
+                [sources[i] for i in again],
+                [guarded[i] for i in again],
+                [term_ids[i] for i in again],
+            )
+            for i, hypotheses in zip(again, redone, strict=True):
+                found[i] = hypotheses
+        return found
 
     def _terms_of_pieces(self, pieces: document.Pieces, protected: list[Prepared]):
         """The glossary's Chinese each piece must hold: its sentence's, or, of a sentence
@@ -275,6 +299,7 @@ class TextTranslator:
             sentence += _mark_for(sentence)
         protected = spans.ranges(sentence)
         found = glossary.find(sentence, protected) if glossary else []
+        self.counts["terms"] += len(found)
         if self.decode_cfg.keep_names and self.known_words is not None:
             taken = protected + [(m.start, m.end) for m in found]
             unknown = names.unknown(sentence, self.known_words, taken)
@@ -344,6 +369,15 @@ class TextTranslator:
         if self._digit_pieces is None:
             self._digit_pieces = spans.digit_pieces(self.tgt_tok)
         return self._digit_pieces
+
+    @property
+    def sentence_ends(self) -> list[int]:
+        """The target pieces that end with a mark that ends a sentence (。？！): what a
+        constrained search may not write before every term is."""
+        if self._sentence_ends is None:
+            pieces = (self.tgt_tok.id_to_piece(i) for i in range(self.tgt_tok.get_piece_size()))
+            self._sentence_ends = [i for i, p in enumerate(pieces) if p.endswith(_ENDS)]
+        return self._sentence_ends
 
     @property
     def spans_lost(self) -> int:

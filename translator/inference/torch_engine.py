@@ -20,6 +20,7 @@ from translator.config import Config, DecodeConfig, from_dict
 from translator.data import names
 from translator.data.batching import pad
 from translator.data.tokenizer import Tokenizer, load_tokenizer
+from translator.inference.constraints import Constraints
 from translator.inference.onednn import use_onednn
 from translator.inference.search import NEVER_OUTPUT, Found, search
 from translator.inference.text import TextTranslator, changed, overrides
@@ -105,7 +106,11 @@ class Translator(TextTranslator):
             src = pad([sources[i] for i in rows]).to(self.device)
             max_lens = self.limits([len(sources[i]) for i in rows])
             never = NEVER_OUTPUT + self.digit_pieces if guard else NEVER_OUTPUT
-            given = [terms[i] for i in rows] if bound else None
+            given = None
+            if bound:
+                vocab = self.tgt_tok.get_piece_size()
+                ends, rows_terms = self.sentence_ends, [terms[i] for i in rows]
+                given = Constraints.of(rows_terms, vocab, ends, self.device)
             found = search(self.model, src, max_lens, decode_cfg, generator, never, given)
             for i, hypotheses in zip(rows, found, strict=True):
                 outputs[i] = hypotheses
