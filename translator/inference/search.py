@@ -14,7 +14,6 @@ only where they are asked for: plain greedy search does no more work than it nee
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import chain
 
 import torch
