@@ -9,7 +9,8 @@ decoding without (docs/performance.md#glossaries).
    process's (the glossary's own share is the difference).
 2. Decode: the config's test split, in a fresh process each (scripts/common.py `alone`),
    each way --repeats times (median): without a glossary; with a 10,000-entry one that
-   matches nothing (what matching costs); with a 10,000-entry one holding the --terms
+   matches nothing (what matching costs; its outputs compared with no glossary's, which
+   they must equal); with a 10,000-entry one holding the --terms
    glossary's entries (what matching and keeping its terms cost: its sentences are
    searched with constraints). Each at the config's beam and greedy. Ratios are
    sentences/s with the glossary ÷ without; the last line lists them as
@@ -56,8 +57,8 @@ def empty_process() -> float:
 
 
 def decode(config_file: str, overrides: list[str], checkpoint: str, glossary: str | None,
-           beam: int, repeats: int) -> tuple[float, int]:  # fmt: skip
-    """The median seconds to translate the test split, and its sentences."""
+           beam: int, repeats: int) -> tuple[float, list[str]]:  # fmt: skip
+    """The median seconds to translate the test split, and the translations."""
     import torch
 
     from translator.data.layout import read_references
@@ -69,10 +70,10 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, glossary: st
     engine = engine.with_decode(beam=beam)
     loaded = Glossary.load(glossary) if glossary else None
     engine.translate(sources[:64], split=False, glossary=loaded)  # warmed up
-    _, times = timed_runs(
+    outputs, times = timed_runs(
         lambda: engine.translate(sources, split=False, glossary=loaded), repeats, 600
     )
-    return statistics.median(times), len(sources)
+    return statistics.median(times), outputs
 
 
 def main() -> int:
@@ -98,12 +99,16 @@ def main() -> int:
         ratios = {"load_s": round(seconds, 2)}
         print(f"\n{'decoding the test split':44} {'beam':>4} {'sent/s':>7} {'ratio':>6}")
         for beam in dict.fromkeys((config.decode.beam, 1)):
-            plain, n = alone(decode, args.config, args.set, args.checkpoint, None, beam,
-                             args.repeats)  # fmt: skip
+            plain, before = alone(decode, args.config, args.set, args.checkpoint, None, beam,
+                                  args.repeats)  # fmt: skip
+            n = len(before)
             print(f"{'no glossary':44} {beam:4} {n / plain:7.1f} {1:6.2f}")
             for name, path in (("absent", absent), ("terms", with_terms)):
-                took, _ = alone(decode, args.config, args.set, args.checkpoint, str(path), beam,
-                                args.repeats)  # fmt: skip
+                took, after = alone(decode, args.config, args.set, args.checkpoint, str(path),
+                                    beam, args.repeats)  # fmt: skip
+                if name == "absent":
+                    same = sum(a == b for a, b in zip(before, after, strict=True))
+                    print(f"  (outputs identical to no glossary's: {same} of {n})")
                 held = "none in the text" if name == "absent" else "the terms test's"
                 label = f"10,000 entries, {held}"
                 print(f"{label:44} {beam:4} {n / took:7.1f} {plain / took:6.2f}")

@@ -42,8 +42,14 @@ def holding(lines: list[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     "changes",
-    [{}, {"beam": 3}, {"beam": 3, "nbest": 3}, {"sample": True, "nbest": 2, "seed": 1}],
-    ids=["greedy", "beam", "n-best", "sampling"],
+    [
+        {},
+        {"beam": 3},
+        {"beam": 3, "nbest": 3},
+        {"sample": True, "nbest": 2, "seed": 1},
+        {"beam": 3, "glossary_search": "all"},
+    ],
+    ids=["greedy", "beam", "n-best", "sampling", "all-constrained"],
 )
 def test_every_search_holds_the_terms(ours, trained, changes):
     lines = holding(sources_of(trained))
@@ -197,3 +203,13 @@ def test_an_imported_marian_holds_the_terms(tmp_path):
     assert term_ids(imported.tgt_tok, "龘") is None
     found = imported.translate(lines[:3], nbest=1, glossary={"the": "龘"})
     assert [h[0].missed for h in found] == [("龘",)] * 3
+
+
+def test_a_sentence_cut_into_pieces_holds_each_piece_s_terms(ours):
+    """A line longer than the model's positions is cut into pieces (document.py): each term
+    goes to the piece whose English holds it."""
+    line = ", ".join(["Tom can see the book"] * 12 + ["Mary can see the cat"]) + "."
+    prepared = ours.prepare(line, Glossary.of(GLOSSARY))
+    assert len(ours.cutter.pieces([prepared.text], [0]).sources) > 1
+    found = ours.translate([line], split=False, nbest=1, glossary=GLOSSARY)[0][0]
+    assert found.text.count("花") >= 12 and "狗" in found.text and not found.missed

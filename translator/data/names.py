@@ -29,6 +29,12 @@ _WORD = re.compile(r"[A-Za-z]+")
 # a capitalised word of two letters or more, not inside a longer word (Linux's: Linux)
 _NAME = re.compile(r"(?<![\w'’-])[A-Z][A-Za-z]+(?![\w-])")
 MOST_WORDS = 1_000_000  # a checkpoint keeps at most this many, the most frequent
+# English endings: a word that is a seen word plus one of them is a word, not a name
+# (Shortly: short + ly; Arrangements: arrange + ments; Complaining: complain + ing)
+_ENDINGS = (
+    "s", "es", "ed", "d", "ing", "ly", "ily", "er", "ers", "est", "ment", "ments", "ness",
+    "ful", "less", "able", "ible", "al", "ally", "ity", "ion", "ions", "ive", "ous", "ish",
+)  # fmt: skip
 
 
 def count(lines: Iterable[str]) -> Counter[str]:
@@ -70,12 +76,31 @@ def known(blob: bytes | None) -> frozenset[str] | None:
 def unknown(
     text: str, words: frozenset[str], exclude: Sequence[tuple[int, int]] = ()
 ) -> list[tuple[int, int]]:
-    """(start, end) of each capitalised word of `text` whose lower-case form is not among
-    `words`, left to right, none overlapping an `exclude` range."""
+    """(start, end) of each capitalised word of `text` that is not among `words` (in lower
+    case), nor one of them with an English ending (`seen`), left to right, none
+    overlapping an `exclude` range."""
     found = []
     for match in _NAME.finditer(text):
         start, end = match.span()
-        if match.group(0).lower() in words or any(s < end and start < e for s, e in exclude):
+        if seen(match.group(0).lower(), words) or any(s < end and start < e for s, e in exclude):
             continue
         found.append((start, end))
     return found
+
+
+def seen(word: str, words: frozenset[str]) -> bool:
+    """Whether `word` (lower case) is among `words`, or one of them with an ending of
+    _ENDINGS (a final e dropped before it, or a final y made i: arrange → arranging,
+    happy → happily)."""
+    if word in words:
+        return True
+    for ending in _ENDINGS:
+        stem = word[: -len(ending)]
+        if word.endswith(ending) and len(stem) >= 3:
+            if (
+                stem in words
+                or stem + "e" in words
+                or (stem.endswith("i") and stem[:-1] + "y" in words)
+            ):
+                return True
+    return False

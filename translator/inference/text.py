@@ -239,9 +239,10 @@ class TextTranslator:
         """The glossary's Chinese each piece must hold: its sentence's, or, of a sentence
         cut into pieces, those whose English the piece holds."""
         terms: list[list[str]] = []
+        count = Counter(pieces.line)
         for i, unit in enumerate(pieces.line):
             prepared = protected[unit]
-            whole = pieces.line.count(unit) == 1
+            whole = count[unit] == 1
             if whole or not prepared.terms:
                 terms.append(prepared.terms if whole else [])
                 continue
@@ -297,26 +298,37 @@ class TextTranslator:
             sentence = self.recaser(sentence)
         if self.decode_cfg.final_mark and _UNMARKED.search(sentence):
             sentence += _mark_for(sentence)
+        found = self._entries_in(sentence, glossary)
+        carried = self._carried(sentence, found)
+        terms = [m for m in found if m not in carried]
+        chinese, english = [m.chinese for m in terms], [sentence[m.start : m.end] for m in terms]
+        if not self.placeholders:
+            return Prepared(sentence, [], chinese, english)
+        text, held = spans.mask(sentence, extra=[(m.start, m.end, m.chinese) for m in carried])
+        return Prepared(text, held, chinese, english)
+
+    def _entries_in(self, sentence: str, glossary: Glossary | None) -> list[Match]:
+        """The glossary's entries in `sentence` outside its protected spans, and the names
+        the model does not know (decode.keep_names), each one a name that keeps its
+        English; left to right."""
         protected = spans.ranges(sentence)
         found = glossary.find(sentence, protected) if glossary else []
         self.counts["terms"] += len(found)
-        if self.decode_cfg.keep_names and self.known_words is not None:
-            taken = protected + [(m.start, m.end) for m in found]
-            unknown = names.unknown(sentence, self.known_words, taken)
-            found = sorted(found + [Match(s, e, sentence[s:e]) for s, e in unknown])
-            self.counts["names_kept"] += len(unknown)
+        if not self.decode_cfg.keep_names or self.known_words is None:
+            return found
+        taken = protected + [(m.start, m.end) for m in found]
+        unknown = names.unknown(sentence, self.known_words, taken)
+        self.counts["names_kept"] += len(unknown)
+        return sorted(found + [Match(s, e, sentence[s:e]) for s, e in unknown])
+
+    def _carried(self, sentence: str, found: list[Match]) -> list[Match]:
+        """Of the entries `found`, those carried as placeholders: on a model trained with
+        them, the names (X → X), or all with decode.glossary_mode = placeholders."""
         if found and self.glossary_placeholders:
-            carried = found
-        elif self.placeholders:
-            carried = [m for m in found if m.identity(sentence)]
-        else:
-            carried = []
-        terms = [m for m in found if m not in carried]
-        english = [sentence[m.start : m.end] for m in terms]
-        if not self.placeholders:
-            return Prepared(sentence, [], [m.chinese for m in terms], english)
-        text, held = spans.mask(sentence, extra=[(m.start, m.end, m.chinese) for m in carried])
-        return Prepared(text, held, [m.chinese for m in terms], english)
+            return found
+        if self.placeholders:
+            return [m for m in found if m.identity(sentence)]
+        return []
 
     @property
     def glossary_placeholders(self) -> bool:
