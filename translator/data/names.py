@@ -94,13 +94,9 @@ def seen(word: str, words: frozenset[str]) -> bool:
     happy → happily)."""
     if word in words:
         return True
-    for ending in _ENDINGS:
-        stem = word[: -len(ending)]
-        if word.endswith(ending) and len(stem) >= 3:
-            if (
-                stem in words
-                or stem + "e" in words
-                or (stem.endswith("i") and stem[:-1] + "y" in words)
-            ):
-                return True
-    return False
+    stems = [word[: -len(ending)] for ending in _ENDINGS if word.endswith(ending)]
+    return any(
+        stem in words or stem + "e" in words or (stem.endswith("i") and stem[:-1] + "y" in words)
+        for stem in stems
+        if len(stem) >= 3
+    )
