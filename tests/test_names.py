@@ -12,7 +12,9 @@ from translator.data.layout import words_file
 from translator.inference.torch_engine import Translator
 from translator.model.checkpoint import load as load_checkpoint
 
-KNOWN = frozenset({"tom", "can", "see", "the", "cat", "boston", "i", "use", "at", "work"})
+KNOWN = frozenset(
+    {"tom", "can", "see", "the", "cat", "boston", "i", "use", "at", "work", "short", "arrange"}
+)
 
 
 def found(text: str, exclude=()) -> list[str]:
@@ -25,6 +27,8 @@ def test_a_capitalised_word_the_model_never_saw_is_a_name():
     assert found("Linux's users use NASA data.") == ["Linux", "NASA"]
     assert found("linux, I, e-Mail and well-Known are not") == []  # lower case, one letter
     assert found("Visit Example now", exclude=[(6, 13)]) == ["Visit"]
+    # a seen word with an English ending is a word, not a name
+    assert found("Shortly, Arrangements and Cats and Using") == ["Using"]
 
 
 def test_the_words_travel_from_prepare_to_the_checkpoint_and_the_export(trained, tmp_path):
