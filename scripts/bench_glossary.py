@@ -7,14 +7,14 @@ decoding without (docs/performance.md#glossaries).
 1. Load: a generated glossary of --entries (1,000,000) entries, loaded in a fresh process:
    seconds (best of --repeats) and the process's peak resident memory, beside an empty
    process's (the glossary's own share is the difference).
-2. Decode: the config's test split, in a fresh process each (scripts/common.py `alone`),
-   each way --repeats times (median): without a glossary; with a 10,000-entry one that
-   matches nothing (what matching costs; its outputs compared with no glossary's, which
-   they must equal); with a 10,000-entry one holding the --terms
-   glossary's entries (what matching and keeping its terms cost: its sentences are
-   searched with constraints). Each at the config's beam and greedy. Ratios are
-   sentences/s with the glossary ÷ without; the last line lists them as
-   `ratios: absent=… terms=… absent_greedy=… terms_greedy=… load_s=…`.
+2. Decode: the config's test split, in a fresh process for each beam (scripts/common.py
+   `alone`), the ways taken in turn for --repeats (9) rounds (median): without a glossary;
+   with a 10,000-entry one that matches nothing (what matching costs; its outputs must
+   equal those without, and are compared); with a 10,000-entry one holding the --terms
+   glossary's entries (what keeping its terms costs: the sentences whose translation
+   misses one are searched again with constraints). Each at the config's beam and
+   greedy. Ratios are sentences/s with the glossary ÷ without; the last line lists them
+   as `ratios: load_s=… absent=… terms=… absent_greedy=… terms_greedy=…`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import alone, load_config, timed_runs
+from common import alone, load_config
 
 from translator.data.glossary import Glossary
 
@@ -56,9 +56,12 @@ def empty_process() -> float:
     return peak_mb()
 
 
-def decode(config_file: str, overrides: list[str], checkpoint: str, glossary: str | None,
-           beam: int, repeats: int) -> tuple[float, list[str]]:  # fmt: skip
-    """The median seconds to translate the test split, and the translations."""
+def decode(config_file: str, overrides: list[str], checkpoint: str, glossaries: list[str | None],
+           beam: int, repeats: int) -> list[tuple[float, list[str]]]:  # fmt: skip
+    """For each of `glossaries` (None: without one), the median seconds to translate the
+    test split and the translations: in one process, the ways taken in turn, `repeats`
+    rounds, so that what varies from one process to the next (up to a fifth of the speed
+    here) is the same for all of them."""
     import torch
 
     from translator.data.layout import read_references
@@ -68,12 +71,17 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, glossary: st
     sources, _ = read_references(config.data.dir, "test")
     engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), config.decode)
     engine = engine.with_decode(beam=beam)
-    loaded = Glossary.load(glossary) if glossary else None
-    engine.translate(sources[:64], split=False, glossary=loaded)  # warmed up
-    outputs, times = timed_runs(
-        lambda: engine.translate(sources, split=False, glossary=loaded), repeats, 600
-    )
-    return statistics.median(times), outputs
+    loaded = [Glossary.load(path) if path else None for path in glossaries]
+    for glossary in loaded:
+        engine.translate(sources[:64], split=False, glossary=glossary)  # warmed up
+    times: list[list[float]] = [[] for _ in loaded]
+    outputs: list[list[str]] = [[] for _ in loaded]
+    for _ in range(repeats):
+        for i, glossary in enumerate(loaded):
+            start = time.perf_counter()
+            outputs[i] = engine.translate(sources, split=False, glossary=glossary)
+            times[i].append(time.perf_counter() - start)
+    return [(statistics.median(t), out) for t, out in zip(times, outputs, strict=True)]
 
 
 def main() -> int:
@@ -83,7 +91,7 @@ def main() -> int:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--terms", required=True, help="a terminology test (term_test.py)")
     parser.add_argument("--entries", type=int, default=1_000_000, help="of the load test")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
     config = load_config(args.config, args.set)
     terms = Glossary.load(args.terms).entries
@@ -99,13 +107,13 @@ def main() -> int:
         ratios = {"load_s": round(seconds, 2)}
         print(f"\n{'decoding the test split':44} {'beam':>4} {'sent/s':>7} {'ratio':>6}")
         for beam in dict.fromkeys((config.decode.beam, 1)):
-            plain, before = alone(decode, args.config, args.set, args.checkpoint, None, beam,
-                                  args.repeats)  # fmt: skip
+            ways = [None, str(absent), str(with_terms)]
+            (plain, before), *others = alone(
+                decode, args.config, args.set, args.checkpoint, ways, beam, args.repeats
+            )
             n = len(before)
             print(f"{'no glossary':44} {beam:4} {n / plain:7.1f} {1:6.2f}")
-            for name, path in (("absent", absent), ("terms", with_terms)):
-                took, after = alone(decode, args.config, args.set, args.checkpoint, str(path),
-                                    beam, args.repeats)  # fmt: skip
+            for name, (took, after) in zip(("absent", "terms"), others, strict=True):
                 if name == "absent":
                     same = sum(a == b for a, b in zip(before, after, strict=True))
                     print(f"  (outputs identical to no glossary's: {same} of {n})")

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from translator.data import names
+from translator.data.glossary import Glossary
 from translator.data.layout import words_file
 from translator.inference.torch_engine import Translator
 from translator.model.checkpoint import load as load_checkpoint
@@ -67,3 +68,13 @@ def test_an_unknown_name_is_a_placeholder_on_a_model_trained_with_them(trained):
     prepared = ours.prepare("I use Wikipedia at https://example.com every day.")
     assert prepared.text == "I use ⦅1⦆ at ⦅2⦆ every day."
     assert prepared.spans == ["Wikipedia", "https://example.com"]
+    # a glossary term the model never saw goes the same way, its Chinese given back; one
+    # it saw is a constraint of the search
+    prepared = ours.prepare(
+        "Tom can see the GPU and the cat.", Glossary.of({"GPU": "显卡", "cat": "狗"})
+    )
+    assert (prepared.text, prepared.spans, prepared.terms) == (
+        "Tom can see the ⦅1⦆ and the cat.",
+        ["显卡"],
+        ["狗"],
+    )

@@ -37,6 +37,11 @@ _ENDINGS = (
 )  # fmt: skip
 
 
+def words_of(text: str) -> list[str]:
+    """The lower-case words (runs of ASCII letters) of `text`."""
+    return _WORD.findall(text.lower())
+
+
 def count(lines: Iterable[str]) -> Counter[str]:
     """The lower-case words (runs of ASCII letters) of `lines`, with how often each occurs."""
     counts: Counter[str] = Counter()

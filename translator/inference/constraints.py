@@ -85,7 +85,7 @@ class Constraints:
         """No term begun in any of the `rows` hypotheses."""
         count = self.tokens.size(1)
         self.progress = torch.zeros(rows, count, dtype=torch.long, device=self.tokens.device)
-        self.offered: torch.Tensor | None = None  # (n, M, C): the last step's candidates'
+        self.offered = None
 
     def candidates(
         self,

@@ -322,13 +322,23 @@ class TextTranslator:
         return sorted(found + [Match(s, e, sentence[s:e]) for s, e in unknown])
 
     def _carried(self, sentence: str, found: list[Match]) -> list[Match]:
-        """Of the entries `found`, those carried as placeholders: on a model trained with
-        them, the names (X → X), or all with decode.glossary_mode = placeholders."""
+        """Of the entries `found`, those carried as placeholders, on a model trained with
+        them: the names (X → X), and the terms whose English the model never saw (GPU,
+        where its words are known: data/names.py), which it could only guess at, so it
+        loses nothing by seeing a placeholder instead; all of them with
+        decode.glossary_mode = placeholders."""
         if found and self.glossary_placeholders:
             return found
-        if self.placeholders:
-            return [m for m in found if m.identity(sentence)]
-        return []
+        if not self.placeholders:
+            return []
+        return [m for m in found if m.identity(sentence) or self.unseen(sentence[m.start : m.end])]
+
+    def unseen(self, english: str) -> bool:
+        """Whether no word of `english` is one the model was trained on (False where its
+        words are not known)."""
+        words = names.words_of(english)
+        known = self.known_words
+        return known is not None and bool(words) and not any(names.seen(w, known) for w in words)
 
     @property
     def glossary_placeholders(self) -> bool:
@@ -364,7 +374,9 @@ class TextTranslator:
         """How this engine makes a translation hold a glossary's terms, in words."""
         if self.glossary_placeholders:
             return "placeholders (decode.glossary_mode): each term as ⦅n⦆, then its Chinese"
-        names = "; names kept (X → X) carried as placeholders" if self.placeholders else ""
+        names = ""
+        if self.placeholders:
+            names = "; names (X → X) and terms the model never saw carried as placeholders"
         beams = max(self.decode_cfg.beam, self.decode_cfg.glossary_beam)
         return f"{self.constrained_search} ({beams} beams){names}"
 
