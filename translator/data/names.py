@@ -6,16 +6,17 @@ decode.keep_names carries it through verbatim instead (inference/text.py), as a
 placeholder where the model has them, else as a glossary term that keeps its English.
 
     count(lines)                the lower-case words of English text, with their counts
-    words_blob(counts) / known(blob)
+    words_blob(counts) / listed(blob) / known(words)
                                 the words a model saw, as its checkpoint carries them
                                 (`source_words`: the words of its prepared train split)
     unknown(text, known, exclude)
                                 where the unknown names of `text` stand, none overlapping
                                 `exclude` (protected spans, glossary terms)
 
-A capitalised word the model saw (Tom, Boston, Monday, Italy) is translated as before: only
-words absent from the whole train split are kept, so the rule costs the test split nothing
-where every word was seen, and its few unseen names (Korea, Cambridge) stay readable.
+A capitalised word the model saw (Tom, Boston, Monday, Italy), or one of them with an English
+ending (Shortly: short), is translated as before: only words absent from the whole train
+split are kept. A model trained on fewer than FEWEST_WORDS words (a toy corpus) takes no
+word for a name: most of English is new to it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ _WORD = re.compile(r"[A-Za-z]+")
 # a capitalised word of two letters or more, not inside a longer word (Linux's: Linux)
 _NAME = re.compile(r"(?<![\w'’-])[A-Z][A-Za-z]+(?![\w-])")
 MOST_WORDS = 1_000_000  # a checkpoint keeps at most this many, the most frequent
+# a model trained on fewer words (the bundled sample's 394) has not seen most of English: an
+# unseen capitalised word there is more often a word (Which, Congratulations) than a name
+FEWEST_WORDS = 2_000
 # English endings: a word that is a seen word plus one of them is a word, not a name
 # (Shortly: short + ly; Arrangements: arrange + ments; Complaining: complain + ing)
 _ENDINGS = (
@@ -70,12 +74,16 @@ def words_blob(counts: Counter[str]) -> bytes:
     return zlib.compress("\n".join(words).encode("ascii"), 6)
 
 
-def known(blob: bytes | None) -> frozenset[str] | None:
-    """The words of a `words_blob`; None for a model that carries none (trained before the
-    words were kept, or imported), for which no name is taken for unknown."""
-    if not blob:
-        return None
-    return frozenset(zlib.decompress(blob).decode("ascii").split("\n"))
+def listed(blob: bytes | None) -> list[str]:
+    """The words of a `words_blob` (none for a model that carries none: trained before the
+    words were kept, or imported)."""
+    return zlib.decompress(blob).decode("ascii").split("\n") if blob else []
+
+
+def known(words: Sequence[str]) -> frozenset[str] | None:
+    """The words a model saw, to tell names by; None where it carries none or fewer than
+    FEWEST_WORDS, for which no word is taken for a name."""
+    return frozenset(words) if len(words) >= FEWEST_WORDS else None
 
 
 def unknown(

@@ -137,8 +137,8 @@ def export(checkpoint: Path, out: Path, quantization: str | None = None, force: 
     Converter().convert(str(out), quantization=quantization, force=True)  # replaces `out`
     for name, side in ((SOURCE_SPM, "src"), (TARGET_SPM, "tgt")):
         (out / name).write_bytes(models[side])  # serialized in the checkpoint
-    if words := names.known(payload.get("source_words")):
-        (out / SOURCE_WORDS).write_text("\n".join(sorted(words)), encoding="ascii")
+    if words := names.listed(payload.get("source_words")):
+        (out / SOURCE_WORDS).write_text("\n".join(words), encoding="ascii")
     metadata = {
         "checkpoint": str(checkpoint),
         "quantization": quantization or "float32",

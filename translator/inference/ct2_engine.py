@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from translator.config import DecodeConfig, from_dict
+from translator.data import names
 from translator.data.tokenizer import UNK, load_tokenizer
 from translator.errors import UserError
 from translator.inference.search import NEVER_OUTPUT, length_penalty
@@ -92,7 +93,7 @@ class CTranslate2Translator(TextTranslator):
         translator = cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"], prefix)
         words = model_dir / SOURCE_WORDS
         if words.is_file():
-            translator.known_words = frozenset(words.read_text(encoding="ascii").split("\n"))
+            translator.known_words = names.known(words.read_text(encoding="ascii").split("\n"))
         return translator
 
     def hypotheses(

@@ -194,7 +194,7 @@ class TextTranslator:
             )
         terms = self._terms_of_pieces(pieces, protected)
         guarded = [
-            self.guards(protected[unit].text) and not any(map(spans.has_free_digit, chinese))
+            self.guards(protected[unit].text, chinese)
             for unit, chinese in zip(pieces.line, terms, strict=True)
         ]
         found = self._held(pieces.sources, guarded, terms)
@@ -382,10 +382,23 @@ class TextTranslator:
 
     constrained_search = "constrained beam search"  # an engine's search with constraints
 
-    def guards(self, text: str) -> bool:
+    def guards(self, text: str, terms: Sequence[str] = ()) -> bool:
         """Whether decode.digit_guard keeps digits out of the translation of `text` (as
-        the model is given it): it has none outside its placeholders."""
-        return self.decode_cfg.digit_guard and not spans.has_free_digit(text)
+        the model is given it): it has none outside its placeholders, nor do the glossary
+        `terms` it must hold."""
+        free = spans.has_free_digit(text) or any(map(spans.has_free_digit, terms))
+        return self.decode_cfg.digit_guard and not free
+
+    def decoded(self, sentence: str) -> tuple[np.ndarray, list[int]]:
+        """One normalised sentence's source ids as the model is given it (its first piece,
+        as `encode` takes it), and the ids of its best translation, found as `translate`
+        finds them (its decode.glossary terms and names held): what `translator attention`
+        reads the weights of."""
+        prepared = self.prepare(sentence, self.glossary)
+        source = self.encode([prepared.text])[0]
+        guard = self.guards(prepared.text, prepared.terms)
+        found = self._held([source], [guard], [prepared.terms])[0]
+        return source, found[0][0] if found else []
 
     @property
     def digit_pieces(self) -> list[int]:

@@ -72,7 +72,7 @@ class Translator(TextTranslator):
         translator = cls(model, src_tok, tgt_tok, decode_cfg, config.data.src_prefix)
         translator.config = config
         translator.imported = payload.get("imported")
-        translator.known_words = names.known(payload.get("source_words"))
+        translator.known_words = names.known(names.listed(payload.get("source_words")))
         return translator
 
     @classmethod

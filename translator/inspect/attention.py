@@ -66,8 +66,7 @@ def cross_attention(translator: Translator, text: str) -> Attention:
     english = normalize_en(text)
     if not english:
         raise UserError("nothing to translate: the text is blank")
-    source = translator.encode([translator.for_model(english)[0]])[0]
-    ids = translator.search([source])[0]
+    source, ids = translator.decoded(english)
     model = translator.model
     src = pad([source]).to(translator.device)
     mask = padding_mask(src)
