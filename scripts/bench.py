@@ -150,6 +150,9 @@ def test_split_bleu(translator, outputs, texts, data_dir) -> float:
     return score(hyps, [refs for _, refs in kept]).bleu
 
 
+CT2_PRECISION = {"float32": "fp32", "int8": "int8"}  # decode.precision of each CPU export
+
+
 def variants(device: str, threads: int) -> list[tuple[str, int, int, int]]:
     """(quantization, translators, threads each, sentences a batch) to run CTranslate2
     with: on the CPU float32 and int8, as one translator of all threads (batches of 256,
@@ -223,7 +226,12 @@ def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greed
             for beam in (1, 5):
                 theirs = CTranslate2Translator.from_dir(
                     model_dir,
-                    replace(translator.decode_cfg, beam=beam, batch_size=batch),
+                    replace(
+                        translator.decode_cfg,
+                        beam=beam,
+                        batch_size=batch,
+                        precision=CT2_PRECISION.get(quantization, "auto"),  # the export's own
+                    ),
                     device=device,
                     threads=per,
                     workers=workers,
@@ -359,7 +367,8 @@ def main() -> None:
         )
     mfu = ours * per_token / peak
 
-    greedy = replace(config.decode, beam=1)  # whatever decode.beam says: greedy is greedy
+    # whatever decode.beam says, greedy is greedy; fp32, as the reference computes
+    greedy = replace(config.decode, beam=1, precision="fp32")
     best = RunDir(config.train.run_dir).best
     if args.checkpoint or best.is_file():
         path = args.checkpoint or best

@@ -20,6 +20,7 @@ decoding without (docs/performance.md#glossaries).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import statistics
 import sys
@@ -69,7 +70,8 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, glossaries: 
 
     config = load_config(config_file, overrides)
     sources, _ = read_references(config.data.dir, "test")
-    engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), config.decode)
+    decode = dataclasses.replace(config.decode, precision="fp32")  # the figures measured
+    engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode)
     engine = engine.with_decode(beam=beam)
     loaded = [Glossary.load(path) if path else None for path in glossaries]
     for glossary in loaded:

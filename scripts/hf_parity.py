@@ -34,7 +34,7 @@ from translator.model.rundir import checkpoint_in
 
 def our_engine(source: Path, batch: int) -> Translator:
     """Our engine, greedy, with what transformers lacks switched off."""
-    engine = Translator.from_checkpoint(source, "cpu")
+    engine = Translator.from_checkpoint(source, "cpu", precision="fp32")  # as transformers
     return engine.with_decode(
         beam=1,
         batch_size=batch,

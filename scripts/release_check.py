@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     source = checkpoint_in(args.checkpoint)
     sources, references = read_references(args.data, args.split)
-    greedy = DecodeConfig(beam=1)
+    greedy = DecodeConfig(beam=1, precision="fp32")  # the stored weights, as they decode
     baseline = Translator.from_checkpoint(source, "cpu", greedy).translate(sources)
     rows = []
     last = source.parent / "last.pt"

@@ -68,7 +68,9 @@ def measure(name: str, spec: str, config, sources, references, repeats: int) -> 
     params = sum(t.numel() for t in payload["model"].values())
     own = float(payload["config"]["decode"]["length_penalty"])
     alpha = float(alpha) if alpha else own
-    decode = replace(config.decode, split=False, nbest=0, batch_size=256, length_penalty=alpha)
+    decode = replace(
+        config.decode, split=False, nbest=0, batch_size=256, length_penalty=alpha, precision="fp32"
+    )
     bleu, per_s = {}, {}
     for beam in (5, 1):
         translator = Translator.from_checkpoint(path, "cpu", replace(decode, beam=beam))
@@ -78,9 +80,8 @@ def measure(name: str, spec: str, config, sources, references, repeats: int) -> 
         from translator.inference.ct2_engine import CTranslate2Translator
 
         export(Path(path), Path(tmp) / "int8", "int8")
-        ct2 = CTranslate2Translator.from_dir(
-            Path(tmp) / "int8", replace(decode, beam=1, batch_size=32), threads=1, workers=2
-        )
+        greedy = replace(decode, beam=1, batch_size=32, precision="int8")
+        ct2 = CTranslate2Translator.from_dir(Path(tmp) / "int8", greedy, threads=1, workers=2)
         out, per_s["ct2 int8 greedy"] = timed(ct2.translate, sources, repeats)
         bleu["ct2 int8 greedy"] = score(out, references).bleu
     print(f"{name}: {bleu} {per_s}", flush=True)

@@ -48,6 +48,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +132,8 @@ def measure(args: argparse.Namespace) -> tuple[list[dict], int]:
     glossary = Glossary.load(args.glossary)
     terms = source_terms(glossary, sources)
     chinese = set(glossary.entries.values())
-    engine = Translator.from_checkpoint(args.checkpoint, torch.device("cpu"), config.decode)
+    decode = replace(config.decode, precision="fp32")  # the figures of studies.md
+    engine = Translator.from_checkpoint(args.checkpoint, torch.device("cpu"), decode)
     rows: list[dict] = []
 
     def row(name: str, translate) -> None:
@@ -169,7 +171,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict], int]:
 
         with tempfile.TemporaryDirectory() as tmp:
             exported = export(args.checkpoint, Path(tmp) / "ct2")
-            theirs = CTranslate2Translator.from_dir(exported, config.decode)
+            theirs = CTranslate2Translator.from_dir(exported, decode)
             row("ctranslate2, none", lambda: plain(theirs))
             row("ctranslate2, term insertion", lambda: plain(theirs, glossary=glossary))
     return rows, sum(map(len, terms))

@@ -92,6 +92,8 @@ def tiny_config(tmp: Path, **sections: dict) -> Config:
             "log_every": 5,
             "precision": "fp32",  # the same arithmetic on every CPU; bf16 has its own tests
         },
+        # decoding too: engines compared token for token; test_precision has the others
+        "decode": {"precision": "fp32"},
     }
     for name, values in sections.items():
         raw[name] = {**raw.get(name, {}), **values}

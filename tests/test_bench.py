@@ -11,7 +11,7 @@ BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
 
 
 def test_bench_runs_and_ends_with_the_ratios_line(tmp_path, corpus):
-    (tmp_path / "bench.toml").write_text(CONFIG + "\n[decode]\nbeam = 5\n")
+    (tmp_path / "bench.toml").write_text(CONFIG.replace("[decode]", "[decode]\nbeam = 5"))
     args = ["-c", "bench.toml", "--train-seconds", "1", "--warmup-seconds", "0.5"]
     result = run_script("bench.py", *args, "--sentences", "30", "--repeats", "1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

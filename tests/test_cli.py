@@ -28,6 +28,9 @@ max_epochs = 2
 max_tokens = 512
 bleu_samples = 20
 precision = "fp32"  # the same arithmetic on every CPU; bf16 has its own tests (test_step.py)
+
+[decode]
+precision = "fp32"  # likewise (test_precision.py)
 """
 
 

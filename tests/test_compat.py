@@ -22,7 +22,7 @@ def expected() -> dict:
 
 
 def test_an_old_checkpoint_translates_exactly_as_before(expected):
-    translator = Translator.from_checkpoint(OLD / "last.pt", "cpu")
+    translator = Translator.from_checkpoint(OLD / "last.pt", "cpu", precision="fp32")
     assert translator.translate(expected["sentences"]) == expected["greedy"]
     assert translator.translate(expected["sentences"], beam=4) == expected["beam4"]
 
@@ -30,7 +30,7 @@ def test_an_old_checkpoint_translates_exactly_as_before(expected):
 def test_an_old_snapshot_averages_and_describes_itself(tmp_path, expected):
     averaged = tmp_path / "average.pt"
     checkpoint.save(checkpoint.average([OLD / "epoch0012.pt", OLD / "epoch0012.pt"]), averaged)
-    translator = Translator.from_checkpoint(averaged, "cpu")
+    translator = Translator.from_checkpoint(averaged, "cpu", precision="fp32")
     assert translator.translate(expected["sentences"]) == expected["greedy"]
     lines = describe(OLD / "last.pt")
     assert any("12 epochs complete" in line for line in lines), lines

@@ -74,7 +74,10 @@ RULES = [
     ({"train": {"lr": 0.0}}, "config key 'train.lr' must be positive, got 0.0"),
     ({"decode": {"batch_size": 0}}, "config key 'decode.batch_size' must be positive, got 0"),
     ({"decode": {"beam": 0}}, "config key 'decode.beam' must be positive, got 0"),
-    ({"decode": {"workers": 0}}, "config key 'decode.workers' must be positive, got 0"),
+    (
+        {"decode": {"workers": -1}},
+        "config key 'decode.workers' must be >= 0 (0: one translator per core)",
+    ),
     ({"serve": {"max_sentences": 0}}, "config key 'serve.max_sentences' must be positive, got 0"),
     ({"serve": {"max_chars": 0}}, "config key 'serve.max_chars' must be positive, got 0"),
     ({"serve": {"max_beam": 0}}, "config key 'serve.max_beam' must be positive, got 0"),
@@ -190,7 +193,7 @@ RULES = [
     ),
     (
         {"decode": {"engine": "onnx"}},
-        "config key 'decode.engine' must be one of torch, ctranslate2, got 'onnx'",
+        "config key 'decode.engine' must be one of auto, torch, ctranslate2, got 'onnx'",
     ),
     ({"train": {"lr": "fast"}}, "config key 'train.lr' must be float, got 'fast'"),
     (

@@ -340,7 +340,7 @@ def test_cli_distills_and_fails_in_one_line(trained, tmp_path):
     again = run_cli(*args, "--out", "made", cwd=tmp_path)
     assert_one_line_error(again, "made exists", "--resume")
     bad = run_cli(*args, "--out", "x", "--engine", "marian", cwd=tmp_path)
-    assert_one_line_error(bad, "--engine must be torch or ct2")
+    assert_one_line_error(bad, "--engine must be auto, torch or ct2")
     missing = run_cli(*args, "--out", "y", "--data", "nowhere", cwd=tmp_path)
     assert_one_line_error(missing, "no prepared data in nowhere")
     select = run_cli(*args, "--out", "z", "--nbest", "1", "--select", "bleu", cwd=tmp_path)

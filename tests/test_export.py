@@ -58,7 +58,7 @@ def both(checkpoint, tmp_path, decode: DecodeConfig, quantization=None):
 
 
 def test_greedy_output_equals_ours_sentence_for_sentence(trained, tmp_path):
-    ours, theirs = both(trained, tmp_path, DecodeConfig(batch_size=16))
+    ours, theirs = both(trained, tmp_path, DecodeConfig(precision="fp32", batch_size=16))
     expected = ours.translate(SENTENCES)
     assert theirs.translate(SENTENCES) == expected
     assert sum(bool(t) for t in expected) > 50  # real translations, not empty lines
@@ -69,7 +69,7 @@ def test_greedy_output_equals_ours_sentence_for_sentence(trained, tmp_path):
 )
 def test_greedy_parity_for_other_shapes_up_to_the_length_limit(trained, tmp_path, shape):
     path = random_checkpoint(trained, tmp_path, **shape)
-    decode = DecodeConfig(batch_size=7, max_len_a=1.0, max_len_b=3)
+    decode = DecodeConfig(precision="fp32", batch_size=7, max_len_a=1.0, max_len_b=3)
     ours, theirs = both(path, tmp_path, decode)
     ids = ours.encode(SENTENCES[:30])
     expected = ours.search(ids)
@@ -80,7 +80,7 @@ def test_greedy_parity_for_other_shapes_up_to_the_length_limit(trained, tmp_path
 
 
 def test_beam_search_equals_ours_without_length_penalty(trained, tmp_path):
-    decode = DecodeConfig(batch_size=16, beam=5, length_penalty=0.0)
+    decode = DecodeConfig(precision="fp32", batch_size=16, beam=5, length_penalty=0.0)
     ours, theirs = both(trained, tmp_path, decode)
     assert theirs.translate(SENTENCES) == ours.translate(SENTENCES)
 
@@ -89,7 +89,7 @@ def test_beam_search_equals_ours_without_length_penalty(trained, tmp_path):
 def test_nbest_lists_equal_ours_in_order_with_scores_within_one_percent(trained, tmp_path, nbest):
     """Scores differ by CTranslate2 renormalising each step over the tokens it may write
     (<pad>, <s>, <unk> suppressed before the softmax; we mask after it, as fairseq does)."""
-    decode = DecodeConfig(batch_size=16, beam=4, length_penalty=0.0, nbest=nbest)
+    decode = DecodeConfig(precision="fp32", batch_size=16, beam=4, length_penalty=0.0, nbest=nbest)
     ours, theirs = both(trained, tmp_path, decode)
     expected, got = ours.translate(SENTENCES), theirs.translate(SENTENCES)
     assert [[h.text for h in line] for line in got] == [[h.text for h in line] for line in expected]
@@ -100,7 +100,9 @@ def test_nbest_lists_equal_ours_in_order_with_scores_within_one_percent(trained,
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_ngram_guard_equals_ours(trained, tmp_path, beam):
-    decode = DecodeConfig(batch_size=16, beam=beam, length_penalty=0.0, no_repeat_ngram=2)
+    decode = DecodeConfig(
+        precision="fp32", batch_size=16, beam=beam, length_penalty=0.0, no_repeat_ngram=2
+    )
     ours, theirs = both(trained, tmp_path, decode)
     assert theirs.translate(SENTENCES) == ours.translate(SENTENCES)
 
@@ -109,10 +111,12 @@ def test_ctranslate2_sampling_is_seeded_and_greedy_at_temperature_zero(trained, 
     """CTranslate2 seeds each worker thread's generator once, at its first draw (its issue
     #1757): a seed makes a freshly loaded engine's sampling reproducible, as in one
     `translator translate` process."""
-    ours, theirs = both(trained, tmp_path, DecodeConfig(batch_size=16))
+    ours, theirs = both(trained, tmp_path, DecodeConfig(precision="fp32", batch_size=16))
     greedy = theirs.translate(SENTENCES)
     assert theirs.with_decode(sample=True, temperature=0.0).translate(SENTENCES) == greedy
-    hot = DecodeConfig(batch_size=16, sample=True, temperature=1.5, topk=5, seed=3, nbest=2)
+    hot = DecodeConfig(
+        precision="fp32", batch_size=16, sample=True, temperature=1.5, topk=5, seed=3, nbest=2
+    )
     fresh = [CTranslate2Translator.from_dir(tmp_path / "ct2-None", hot) for _ in range(2)]
     first, second = (engine.translate(SENTENCES) for engine in fresh)
     assert first == second and all(len(s) == 2 for s in first if s)
@@ -120,7 +124,7 @@ def test_ctranslate2_sampling_is_seeded_and_greedy_at_temperature_zero(trained, 
 
 
 def test_int8_model_translates_close_to_float32(trained, tmp_path):
-    decode = DecodeConfig(batch_size=16)
+    decode = DecodeConfig(precision="fp32", batch_size=16)
     ours, theirs = both(trained, tmp_path, decode, quantization="int8")
     expected, got = ours.translate(SENTENCES[:60]), theirs.translate(SENTENCES[:60])
     same = sum(a == b for a, b in zip(expected, got, strict=True))

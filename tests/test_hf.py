@@ -107,7 +107,7 @@ def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap)
     assert (got.logits[..., :vt] - ours).abs().max() <= 1e-4
     assert (got.logits[..., vt:] < -1e3).all()  # rows that are no target piece: never chosen
 
-    decode = DecodeConfig(batch_size=8, max_len_a=0.0, max_len_b=24)
+    decode = DecodeConfig(precision="fp32", batch_size=8, max_len_a=0.0, max_len_b=24)
     engine = Translator.from_checkpoint(path, torch.device("cpu"), decode)
     sources = [torch.tensor(s) for s in engine.encode(SENTENCES[:4])]
     expected = engine.search([s.numpy() for s in sources])
@@ -135,7 +135,9 @@ def test_the_export_translates_through_their_pipeline_and_tokenizer(trained, tmp
     assert {"source.spm", "target.spm", "vocab.json", "target_vocab.json"} <= names
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
     assert type(tokenizer).__name__ == "MarianTokenizer"
-    decode = DecodeConfig(batch_size=16, recase=False, final_mark=False, max_len_a=0, max_len_b=63)
+    decode = DecodeConfig(
+        precision="fp32", batch_size=16, recase=False, final_mark=False, max_len_a=0, max_len_b=63
+    )
     engine = Translator.from_checkpoint(trained, torch.device("cpu"), decode)  # limits alike
     rows = their_rows(out)
     for sentence, ids in zip(SENTENCES, engine.encode(SENTENCES), strict=True):
@@ -292,7 +294,7 @@ def test_an_opus_shaped_marian_decodes_alike_here_in_ctranslate2_and_in_transfor
         True,
     )
     assert model_cfg["tie_embeddings"] is True
-    decode = DecodeConfig(batch_size=8, max_len_a=0.0, max_len_b=20, recase=False)
+    decode = DecodeConfig(precision="fp32", batch_size=8, max_len_a=0.0, max_len_b=20, recase=False)
     ours = Translator.from_checkpoint(done.path, torch.device("cpu"), decode)
     sources = ours.encode(SENTENCES[:16])
     prefix = ours.src_tok.piece_to_id(">>cmn_Hans<<")

@@ -209,10 +209,15 @@ class DecodeConfig:
     length_penalty: float = 0.6  # GNMT alpha for beam search: score = log P / ((5+len)/6)^alpha
     max_len_a: float = 1.5  # output limit: a * source tokens + b
     max_len_b: int = 10
-    engine: Literal["torch", "ctranslate2"] = "torch"  # our model, or a `translator export` dir
+    # auto: the CTranslate2 export beside the checkpoint where there is one and ctranslate2
+    # is installed (inference/engines.py), else ours; torch: ours; ctranslate2: model_dir
+    engine: Literal["auto", "torch", "ctranslate2"] = "auto"
     model_dir: str = ""  # the exported directory the ctranslate2 engine reads
+    # weights in auto | fp32 | bf16 | int8, for either engine (inference/precision.py)
+    precision: Literal["auto", "fp32", "bf16", "int8"] = "auto"
     threads: int = 0  # ctranslate2: threads per worker (0: its default)
-    workers: int = 1  # ctranslate2: translators decoding batches in parallel
+    # ctranslate2: translators decoding batches in parallel; 0: one per core, one thread each
+    workers: int = 0
     onednn: bool = True  # torch on x86 CPUs: linear layers through oneDNN (AVX-512), not MKL
     split: bool = True  # translate: each line split into sentences, translated, joined back
     recase: bool = True  # a sentence in ALL CAPS, Title Case or lower case put in ordinary case
@@ -242,8 +247,11 @@ class DecodeConfig:
             "decode",
             batch_size=self.batch_size,
             beam=self.beam,
-            workers=self.workers,
             glossary_beam=self.glossary_beam,
+        )
+        _require(
+            self.workers >= 0,
+            "config key 'decode.workers' must be >= 0 (0: one translator per core)",
         )
         _require(
             self.threads >= 0,

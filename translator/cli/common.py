@@ -50,7 +50,19 @@ PenaltyOpt = Annotated[
 ]
 EngineOpt = Annotated[
     str | None,
-    typer.Option("--engine", help="torch (our model) or ctranslate2 (needs --model)."),
+    typer.Option(
+        "--engine",
+        help="auto: the CTranslate2 export beside the checkpoint if there is one (translator "
+        "export), else ours; torch: ours; ctranslate2: the export --model names.",
+    ),
+]
+PrecisionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--precision",
+        help="Weights in auto (bf16 on CPUs with bf16 instructions, int8 on other x86 CPUs), "
+        "fp32, bf16 or int8 (decode.precision).",
+    ),
 ]
 ModelDirOpt = Annotated[
     Path | None,
@@ -117,6 +129,7 @@ def run_options(
     engine: str | None = None,
     model_dir: Path | None = None,
     glossary: Path | None = None,
+    precision: str | None = None,
 ) -> dict[str, object]:
     """The flags of translate, eval and serve, as the config keys they set."""
     return {
@@ -126,4 +139,5 @@ def run_options(
         "decode.engine": engine,
         "decode.model_dir": None if model_dir is None else str(model_dir),
         "decode.glossary": None if glossary is None else str(glossary),
+        "decode.precision": precision,
     }

@@ -21,6 +21,7 @@ from translator.cli.common import (
     EngineOpt,
     GlossaryOpt,
     ModelDirOpt,
+    PrecisionOpt,
     SetOpt,
     SourceArg,
     app,
@@ -59,7 +60,15 @@ def release(
 @user_errors
 def export(
     source: SourceArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory to write (ct2 default: beside the checkpoint, NAME.ct2, where "
+            "translate, eval, distill and serve find it by themselves).",
+        ),
+    ] = None,
     format_: Annotated[
         str,
         typer.Option(
@@ -84,6 +93,8 @@ def export(
         raise UserError("--quantization is for --format ct2; a transformers model is float32")
     checkpoint = checkpoint_in(source)
     setup_process()
+    if out is None and format_ == "hf":
+        raise UserError("--format hf needs --out DIR")
     if format_ == "hf":
         from translator.deploy.hf import export_hf
 
@@ -91,8 +102,9 @@ def export(
         typer.echo(f"wrote {path} (transformers, {architecture}) from {checkpoint}")
         return
     from translator.deploy.export import export as run_export
+    from translator.inference.engines import beside
 
-    path = run_export(checkpoint, out, quantization, force)
+    path = run_export(checkpoint, out or beside(checkpoint), quantization, force)
     typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")
 
 
@@ -137,6 +149,7 @@ def serve(
     beam: BeamOpt = None,
     device: DeviceOpt = None,
     glossary: GlossaryOpt = None,
+    precision: PrecisionOpt = None,
     host: Annotated[
         str | None,
         typer.Option("--host", help="Address to listen on (serve.host; 0.0.0.0: all)."),
@@ -152,7 +165,7 @@ def serve(
     from translator.deploy.decoder import DecoderProcess
     from translator.deploy.server import create_app, require_fastapi
 
-    values = run_options(device, beam, None, engine, model, glossary)
+    values = run_options(device, beam, None, engine, model, glossary, precision)
     values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
     config = config_module.load(config_file, set_ or [], values)
     require_fastapi()
@@ -165,7 +178,7 @@ def serve(
     decoder = DecoderProcess(config, path, setup)  # loaded before the server starts
     origin = decoder.origin  # this process never imports PyTorch: the decoding process does
     about = {
-        "engine": config.decode.engine,
+        **decoder.engine,  # engine and precision, as the decoding process chose them
         "model": str(origin),
         "batching": config.serve.batching,
         "glossary": decoder.glossary,

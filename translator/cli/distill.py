@@ -20,7 +20,7 @@ from translator.cli.common import (
 )
 from translator.errors import UserError
 
-ENGINES = {"torch": "torch", "ct2": "ctranslate2", "ctranslate2": "ctranslate2"}
+ENGINES = {"auto": "auto", "torch": "torch", "ct2": "ctranslate2", "ctranslate2": "ctranslate2"}
 
 
 @app.command()
@@ -75,8 +75,13 @@ def distill(
         typer.Option("--batch-size", help="Sentences a decoding batch (decode.batch_size)."),
     ] = None,
     engine: Annotated[
-        str, typer.Option("--engine", help="torch (a checkpoint) or ct2 (an exported model).")
-    ] = "torch",
+        str,
+        typer.Option(
+            "--engine",
+            help="auto: the teacher checkpoint's CTranslate2 export beside it if there is one, "
+            "else the checkpoint; torch: the checkpoint; ct2: an exported model.",
+        ),
+    ] = "auto",
     shard_size: Annotated[
         int | None,
         typer.Option(
@@ -105,7 +110,7 @@ def distill(
     keep their human references. Train a student on it with data.dir = OUT. Every option
     is also a key of the config's distill section (distill.teacher, distill.nbest, …)."""
     if engine not in ENGINES:
-        raise UserError(f"--engine must be torch or ct2, got {engine!r}")
+        raise UserError(f"--engine must be auto, torch or ct2, got {engine!r}")
     from translator.distill.pipeline import distill as run_distill
 
     values = {

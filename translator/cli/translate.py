@@ -21,6 +21,7 @@ from translator.cli.common import (
     GlossaryOpt,
     ModelDirOpt,
     PenaltyOpt,
+    PrecisionOpt,
     SetOpt,
     app,
     default_checkpoint,
@@ -79,11 +80,20 @@ def translate(
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling's random seed.")] = None,
     glossary: GlossaryOpt = None,
+    precision: PrecisionOpt = None,
+    report_time: Annotated[
+        bool,
+        typer.Option(
+            "--report-time", help="Say on stderr how long translating took, and lines a second."
+        ),
+    ] = False,
     set_: SetOpt = None,
 ):
     """Translate English into Chinese (greedy, beam search with --beam, or --sample), each
     line split into sentences; --glossary decides how its terms are translated. Without
     text: a prompt on a terminal, else stdin line by line as it arrives."""
+    import time
+
     from translator.data.lines import read_lines, read_stdin_lines, write_lines
     from translator.inference.engines import open_translator
 
@@ -103,11 +113,14 @@ def translate(
         "decode.temperature": temperature,
         "decode.seed": seed,
     }
-    values = run_options(device, beam, length_penalty, engine, model, glossary) | decoding
-    config = config_module.load(config_file, set_ or [], values)
+    values = run_options(device, beam, length_penalty, engine, model, glossary, precision)
+    config = config_module.load(config_file, set_ or [], values | decoding)
     setup_process()
     translator = open_translator(config, default_checkpoint(config, checkpoint))
-    if translator.glossary is not None:  # loaded before anything is translated
+    started = time.perf_counter()
+    glossary = translator.glossary  # loaded before anything is translated
+    typer.echo(translator.engine_line, err=True)
+    if glossary is not None:
         typer.echo(
             f"glossary: {len(translator.glossary):,} entries from {config.decode.glossary}; "
             f"terms are kept by {translator.glossary_mechanism}",
@@ -121,6 +134,13 @@ def translate(
             write_lines(output, results)
         else:
             sys.stdout.write("".join(r + "\n" for r in results))
+        if report_time:
+            seconds = time.perf_counter() - started
+            typer.echo(
+                f"translated {len(sentences):,} lines in {seconds:.2f} s "
+                f"({len(sentences) / max(seconds, 1e-9):,.1f} lines/s, the model loaded)",
+                err=True,
+            )
     report_spans(translator.spans_lost, translator.spans_appended)
     if translator.glossary is not None:
         report_terms(translator.counts["terms"], translator.counts["terms_missed"])
@@ -216,6 +236,7 @@ def evaluate(
     device: DeviceOpt = None,
     engine: EngineOpt = None,
     model: ModelDirOpt = None,
+    precision: PrecisionOpt = None,
     robust: Annotated[
         bool,
         typer.Option(
@@ -252,7 +273,9 @@ def evaluate(
         print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
         return
     config = config_module.load(
-        config_file, set_ or [], run_options(device, beam, length_penalty, engine, model, glossary)
+        config_file,
+        set_ or [],
+        run_options(device, beam, length_penalty, engine, model, glossary, precision),
     )
     if (src is None) != (not ref):
         raise UserError("--src and --ref go together")

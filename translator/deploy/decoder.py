@@ -111,6 +111,7 @@ class DecoderProcess:
         self.connection = None
         self.origin = ""
         self.glossary = 0  # the server's glossary: its entries (decode.glossary)
+        self.engine: dict[str, str] = {}
         self._start()  # loaded before the server listens: a bad model is one clear error
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
@@ -165,6 +166,7 @@ class DecoderProcess:
             raise UserError(reply[1])
         self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
         self.glossary = reply[2]
+        self.engine = reply[3]  # the engine and precision it decodes with
 
     def _reap(self) -> int | None:
         """End the process if it still runs; its exit code. The next decode starts another."""
@@ -183,7 +185,7 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     setup()
     try:
-        from translator.inference.engines import open_translator, output_origin
+        from translator.inference.engines import open_translator
 
         translator = open_translator(config, checkpoint)
         entries = len(translator.glossary or ())  # loaded now: a bad file stops the start
@@ -191,7 +193,9 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
         connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
         return
-    connection.send(("ready", str(output_origin(config, checkpoint)), entries))
+    engine = {"engine": translator.engine_name, "precision": translator.precision}
+    log.info(translator.engine_line)
+    connection.send(("ready", str(translator.origin), entries, engine))
     while True:
         try:
             if not connection.poll(IDLE_S):

@@ -34,6 +34,7 @@ from translator.inference.ct2_engine import (
     TARGET_SPM,
     require_ctranslate2,
 )
+from translator.model.checkpoint import digest
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.transformer import sinusoids
 
@@ -141,6 +142,7 @@ def export(checkpoint: Path, out: Path, quantization: str | None = None, force: 
         (out / SOURCE_WORDS).write_text("\n".join(words), encoding="ascii")
     metadata = {
         "checkpoint": str(checkpoint),
+        "checkpoint_sha256": digest(checkpoint),  # decode.engine auto takes only this one's
         "quantization": quantization or "float32",
         "max_positions": config.model.max_positions,
         "src_prefix": config.data.src_prefix,

@@ -19,6 +19,7 @@ Memory holds one shard of lines and the split's corpus numbers, never the corpus
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -47,6 +48,7 @@ from translator.distill.teacher import held_out_check, open_teacher
 from translator.errors import UserError
 from translator.runtime import worker_count
 
+log = logging.getLogger(__name__)
 NOT_DECODING = ("engine", "model_dir", "threads", "workers", "split", "nbest")  # same output
 
 
@@ -80,11 +82,12 @@ def distill(
     decode = teacher.translator.decode_cfg
     manifest = {
         "teacher": teacher.describe(),
-        "engine": config.decode.engine,
+        "engine": teacher.translator.engine_name,  # as decode.engine auto chose it
         "device": config.train.device,
         "data": str(data_dir.resolve()),
         "train_lines": lines,
-        "decode": {k: v for k, v in asdict(decode).items() if k not in NOT_DECODING},
+        "decode": {k: v for k, v in asdict(decode).items() if k not in NOT_DECODING}
+        | {"precision": teacher.translator.precision},
         "shard_size": settings.shard_size,
     }
     if settings.nbest > 1:  # only then, so that a directory distilled before --nbest resumes
@@ -92,6 +95,7 @@ def distill(
         if settings.select != "chrf":  # likewise before --select
             manifest["select"] = settings.select
     work = start_work(out, manifest, resume, overwrite)
+    log.info(teacher.translator.engine_line)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
         teacher_outputs(teacher.translator, settings.nbest, settings.select),
@@ -109,7 +113,7 @@ def distill(
         "teacher": teacher.describe(),
         "held_out_check": checked,
     }
-    stats["distilled"]["decode"] = manifest["decode"] | {"engine": config.decode.engine}
+    stats["distilled"]["decode"] = manifest["decode"] | {"engine": manifest["engine"]}
     text = json.dumps(stats, indent=2, ensure_ascii=False) + "\n"
     stats_file(out).write_text(text, encoding="utf-8")
     return Distilled(out, stats, translated, time.perf_counter() - started)

@@ -10,6 +10,7 @@ the entity suite (robustness.py).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,9 @@ from translator.evaluation.robustness import Robustness, robustness
 from translator.evaluation.scoring import Scores, read_eval_set, score
 from translator.evaluation.terminology import TermScores, term_scores
 from translator.inference.engines import open_translator, output_origin
+from translator.inference.text import TextTranslator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,7 +52,7 @@ def evaluate_files(
         sources, references = split_references(config, split)
     else:
         sources, references = read_eval_set(src, refs)
-    translator = open_translator(config, checkpoint)
+    translator = opened(config, checkpoint)
     hypotheses = translator.translate(sources, split=False, nbest=0)
     scores = score(hypotheses, references)
     hyp_path = output_name(config, checkpoint, f"{src.name}{search_name(config)}.hyp")
@@ -70,7 +74,7 @@ def evaluate_robustness(
     (robustness.py), written as JSON beside the checkpoint (with the entity sentences that
     lost a span)."""
     sources, references = split_references(config, split)
-    translator = open_translator(config, checkpoint)
+    translator = opened(config, checkpoint)
     result = robustness(translator, sources, references, entity_sentences)
     path = output_name(config, checkpoint, f"{split}{search_name(config)}.robustness.json")
     path.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -100,6 +104,14 @@ def search_name(config: Config) -> str:
     digits = ".digit-guard" if config.decode.digit_guard else ""
     glossary = f".glossary-{Path(config.decode.glossary).stem}" if config.decode.glossary else ""
     return beam + digits + (".span-guard" if config.decode.span_guard else "") + glossary
+
+
+def opened(config: Config, checkpoint: Path) -> TextTranslator:
+    """The engine, its glossary loaded (a bad one stops here), and its line logged."""
+    translator = open_translator(config, checkpoint)
+    translator.glossary  # noqa: B018 - loading it is the check
+    log.info(translator.engine_line)
+    return translator
 
 
 def output_name(config: Config, checkpoint: Path, suffix: str) -> Path:

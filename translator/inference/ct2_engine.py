@@ -26,13 +26,16 @@ from translator.config import DecodeConfig, from_dict
 from translator.data import names
 from translator.data.tokenizer import UNK, load_tokenizer
 from translator.errors import UserError
+from translator.inference import precision
 from translator.inference.search import NEVER_OUTPUT, length_penalty
 from translator.inference.text import Batch, TextTranslator, missing_terms
+from translator.runtime import worker_count
 
 # an exported directory: CTranslate2's model files, then ours
 METADATA = "translator.json"  # decoding defaults, max_positions, the model section
 SOURCE_SPM, TARGET_SPM = "source.spm.model", "target.spm.model"
 SOURCE_WORDS = "source.words.txt"  # the English words the model was trained on, one a line
+SHARED_BATCH = 32  # the most sentences a batch when several translators share the work
 
 
 def require_ctranslate2() -> Any:
@@ -61,6 +64,14 @@ class CTranslate2Translator(TextTranslator):
         self.src_pieces = [src_tok.id_to_piece(i) for i in range(src_tok.get_piece_size())]
         # what our decoder never writes, as CTranslate2 suppresses it (<unk>: disable_unk)
         self.suppressed = [[tgt_tok.id_to_piece(i)] for i in NEVER_OUTPUT if i != UNK]
+        self.workers = 1  # translators decoding batches in parallel
+
+    def batch_size(self) -> int:
+        """decode.batch_size, and with several translators at most SHARED_BATCH: batches
+        small enough that each translator has some (measured:
+        docs/performance.md#decoding-engine-and-precision)."""
+        size = self.decode_cfg.batch_size
+        return min(size, SHARED_BATCH) if self.workers > 1 else size
 
     @classmethod
     def from_dir(
@@ -70,27 +81,33 @@ class CTranslate2Translator(TextTranslator):
         device: str = "cpu",
         threads: int = 0,
         workers: int = 1,
-        compute_type: str = "default",
     ) -> CTranslate2Translator:
         """Load an exported directory. `decode_cfg`: the settings to use (default: the ones
-        exported with the model); `threads` per worker (0: CTranslate2's default)."""
+        exported with the model), its `precision` the compute type; `threads` per worker
+        (0: CTranslate2's default)."""
         ctranslate2 = require_ctranslate2()
         model_dir = Path(model_dir)
         if not (model_dir / METADATA).is_file():
             raise UserError(f"{model_dir} is not a directory written by `translator export`")
         meta = json.loads((model_dir / METADATA).read_text(encoding="utf-8"))
+        decode_cfg = decode_cfg or from_dict({"decode": meta["decode"]}).decode
+        supported = set(ctranslate2.get_supported_compute_types(device))
+        chosen, why = precision.resolve_ct2(decode_cfg.precision, device, supported)
+        if workers == 0:  # one translator of one thread per core (decode.workers 0)
+            workers, threads = worker_count(0) if device == "cpu" else 1, threads or 1
         engine = ctranslate2.Translator(
             str(model_dir),
             device=device,
-            compute_type=compute_type,
+            compute_type=precision.COMPUTE_TYPES[chosen],
             inter_threads=workers,
             intra_threads=threads,
         )
         src_tok = load_tokenizer(model_dir / SOURCE_SPM)
         tgt_tok = load_tokenizer(model_dir / TARGET_SPM)
-        decode_cfg = decode_cfg or from_dict({"decode": meta["decode"]}).decode
         prefix = meta.get("src_prefix", "")
         translator = cls(engine, src_tok, tgt_tok, decode_cfg, meta["max_positions"], prefix)
+        translator.precision, translator.precision_reason = chosen, why
+        translator.workers = workers
         words = model_dir / SOURCE_WORDS
         if words.is_file():
             translator.known_words = names.known(words.read_text(encoding="ascii").split("\n"))

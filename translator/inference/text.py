@@ -124,6 +124,10 @@ class TextTranslator:
         self.tgt_tok = tgt_tok
         self.decode_cfg = decode_cfg
         self.max_positions = max_positions
+        self.precision, self.precision_reason = "fp32", "the model as given"  # precision.py
+        self.engine_line = ""  # which engine and precision decode, and why (engines.py)
+        self.engine_name = ""  # torch or ctranslate2, once engines.py opened it
+        self.origin: Path | None = None  # the checkpoint or exported directory decoded
         self._cutter: Cutter | None = None
         self._recaser: Recaser | None = None
         self._placeholders: bool | None = None
@@ -498,6 +502,10 @@ class TextTranslator:
         """Source ids → the best output ids (no BOS/EOS), in input order."""
         return [found[0][0] if found else [] for found in self.hypotheses(sources)]
 
+    def batch_size(self) -> int:
+        """The most sentences a decoding batch holds (an engine may take fewer)."""
+        return self.decode_cfg.batch_size
+
     def batches(
         self,
         sources: Sequence[np.ndarray],
@@ -509,7 +517,7 @@ class TextTranslator:
         those without (which so decode exactly as they would without a glossary)."""
         guarded = guarded or [False] * len(sources)
         constrained = [bool(t) for t in terms] if terms else [False] * len(sources)
-        size, batches = self.decode_cfg.batch_size, []
+        size, batches = self.batch_size(), []
         for guard, bound in ((False, False), (True, False), (False, True), (True, True)):
             order = sorted(
                 (i for i in range(len(sources)) if (guarded[i], constrained[i]) == (guard, bound)),

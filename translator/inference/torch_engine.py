@@ -20,6 +20,7 @@ from translator.config import Config, DecodeConfig, from_dict
 from translator.data import names
 from translator.data.batching import pad
 from translator.data.tokenizer import Tokenizer, load_tokenizer
+from translator.inference import precision as precisions
 from translator.inference.constraints import Constraints
 from translator.inference.onednn import use_onednn
 from translator.inference.search import NEVER_OUTPUT, Found, search
@@ -56,20 +57,25 @@ class Translator(TextTranslator):
         *,
         beam: int | None = None,
         length_penalty: float | None = None,
+        precision: str | None = None,
     ) -> Translator:
         """The model and tokenizers saved in a checkpoint, loaded once. Decoding settings:
-        `decode_cfg`, else the ones the checkpoint was trained with; `beam` and
-        `length_penalty` override either. The checkpoint's config is `.config`."""
+        `decode_cfg`, else the ones the checkpoint was trained with; `beam`,
+        `length_penalty` and `precision` ("fp32", "bf16", "int8" or "auto": the weights
+        decoded with) override either. The checkpoint's config is `.config`."""
         payload = load_checkpoint(path)
         config = from_dict(payload["config"])
         src_tok = load_tokenizer(payload["tokenizer_models"]["src"])
         tgt_tok = load_tokenizer(payload["tokenizer_models"]["tgt"])
         model = Transformer(config.model, src_tok.get_piece_size(), tgt_tok.get_piece_size())
         model.load_state_dict(payload["model"])
-        decode_cfg = changed(decode_cfg or config.decode, **overrides(beam, length_penalty))
+        changes = overrides(beam, length_penalty) | ({"precision": precision} if precision else {})
+        decode_cfg = changed(decode_cfg or config.decode, **changes)
         device = pick_device(device) if isinstance(device, str) else device
-        model = for_decoding(model.to(device), decode_cfg)
+        chosen, why = precisions.resolve(decode_cfg.precision, device)
+        model = for_decoding(model.to(device), decode_cfg, chosen)
         translator = cls(model, src_tok, tgt_tok, decode_cfg, config.data.src_prefix)
+        translator.precision, translator.precision_reason = chosen, why
         translator.config = config
         translator.imported = payload.get("imported")
         translator.known_words = names.known(names.listed(payload.get("source_words")))
@@ -118,9 +124,10 @@ class Translator(TextTranslator):
         return outputs
 
 
-def for_decoding(model: Transformer, decode_cfg: DecodeConfig) -> Transformer:
-    """`model` set up to decode and nothing else: eval mode, and on the CPU its linear
-    layers through oneDNN (`decode.onednn`)."""
-    if next(model.parameters()).device.type == "cpu":
+def for_decoding(model: Transformer, decode_cfg: DecodeConfig, chosen: str = "fp32") -> Transformer:
+    """`model` set up to decode and nothing else: eval mode, in the `chosen` precision
+    (precision.py), and in fp32 on the CPU its linear layers through oneDNN (`decode.onednn`)."""
+    model = precisions.apply(model.eval(), chosen)
+    if chosen == "fp32" and next(model.parameters()).device.type == "cpu":
         use_onednn(model, decode_cfg.onednn)
-    return model.eval()
+    return model

@@ -8,6 +8,7 @@ tokenizer paths and the tokenizer models themselves (a few hundred kB), and the 
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,15 @@ def save(payload: dict[str, Any], path: Path) -> None:
     import torch  # here, not above: a run directory's paths need no PyTorch (serve's HTTP side)
 
     atomic_write(path, lambda tmp: torch.save({"format": FORMAT, **payload}, tmp))
+
+
+def digest(path: Path) -> str:
+    """SHA-256 of a checkpoint file: what an export records of the checkpoint it was made from."""
+    sha = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        while chunk := f.read(1 << 22):
+            sha.update(chunk)
+    return sha.hexdigest()
 
 
 def write_text(path: Path, text: str) -> None:
