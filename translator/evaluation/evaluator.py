@@ -22,7 +22,7 @@ from translator.errors import UserError
 from translator.evaluation.robustness import Robustness, robustness
 from translator.evaluation.scoring import Scores, read_eval_set, score
 from translator.evaluation.terminology import TermScores, term_scores
-from translator.inference.engines import open_translator, output_origin
+from translator.inference.engines import open_translator
 from translator.inference.text import TextTranslator
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def evaluate_files(
     translator = opened(config, checkpoint)
     hypotheses = translator.translate(sources, split=False, nbest=0)
     scores = score(hypotheses, references)
-    hyp_path = output_name(config, checkpoint, f"{src.name}{search_name(config)}.hyp")
+    hyp_path = output_name(translator, f"{src.name}{search_name(config)}.hyp")
     write_lines(hyp_path, hypotheses)
     hyp_path.with_suffix(".scores.json").write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
     if translator.glossary is None:
@@ -76,7 +76,7 @@ def evaluate_robustness(
     sources, references = split_references(config, split)
     translator = opened(config, checkpoint)
     result = robustness(translator, sources, references, entity_sentences)
-    path = output_name(config, checkpoint, f"{split}{search_name(config)}.robustness.json")
+    path = output_name(translator, f"{split}{search_name(config)}.robustness.json")
     path.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return result, path
 
@@ -114,7 +114,7 @@ def opened(config: Config, checkpoint: Path) -> TextTranslator:
     return translator
 
 
-def output_name(config: Config, checkpoint: Path, suffix: str) -> Path:
+def output_name(translator: TextTranslator, suffix: str) -> Path:
     """A file beside what was decoded from (the checkpoint, or the CTranslate2 directory)."""
-    origin = output_origin(config, checkpoint)
+    origin = translator.origin
     return origin.with_name(f"{origin.stem}.{suffix}")

@@ -86,9 +86,3 @@ def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
         f"{translator.precision_reason})"
     )
     return translator
-
-
-def output_origin(config: Config, checkpoint: Path) -> Path:
-    """What the engine decodes from: eval writes its hypotheses beside it, serve names it."""
-    choice = choose(config, checkpoint)
-    return Path(choice.model_dir) if choice.engine == "ctranslate2" else checkpoint
