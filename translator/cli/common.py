@@ -60,8 +60,8 @@ PrecisionOpt = Annotated[
     str | None,
     typer.Option(
         "--precision",
-        help="Weights in auto (bf16 on CPUs with bf16 instructions, int8 on other x86 CPUs), "
-        "fp32, bf16 or int8 (decode.precision).",
+        help="Weights in auto (ours: bf16 on CPUs with bf16 instructions, else fp32; "
+        "CTranslate2: int8 on a CPU), fp32, bf16 or int8 (decode.precision).",
     ),
 ]
 ModelDirOpt = Annotated[
