@@ -10,6 +10,12 @@ bounded). Three modes:
             one by one: each one's status, seconds and the server's
             memory, tracebacks in the server's log, and whether normal requests kept
             succeeding
+  first     the first request after start-up against the ten after it, with
+            serve.warm_up off and on in one run: seconds until /health and /ready say 200,
+            then one client sends the same request eleven times (waiting for /ready first);
+            the first's time (as the client saw it, and the server's own "milliseconds")
+            over the median of the next ten. Ends with the line
+            first: off=X on=Y (the server's ratio, first ÷ median of the next ten)
   aggressive  --polite clients that wait for each answer and honour Retry-After (the
             server's capacity), then N clients that retry 50 ms after every 503 or 429,
             ignoring Retry-After, on the same server: answered requests a second of each,
@@ -21,6 +27,7 @@ bounded). Three modes:
     python scripts/load_test.py --mode overload --clients 200 --set serve.max_queue=64
     python scripts/load_test.py --mode hostile --clients 4
     python scripts/load_test.py --mode aggressive --clients 300 --per-request 16
+    python scripts/load_test.py --mode first --per-request 3
 
 The model is the config's run best.pt (or --checkpoint); without one, the config's data is
 prepared if needed and a model trained for one minute into a temporary run (barely
@@ -194,7 +201,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu.toml"))
     parser.add_argument("--checkpoint", type=Path)
-    modes = ("batching", "overload", "hostile", "aggressive")
+    modes = ("batching", "overload", "hostile", "aggressive", "first")
     parser.add_argument("--mode", choices=modes, default="batching")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument(
@@ -232,6 +239,7 @@ def main() -> None:
             "overload": overload,
             "hostile": hostile,
             "aggressive": aggressive,
+            "first": first_request,
         }
         failed = modes[args.mode](args, checkpoint, bodies, Path(work))
     if failed:
@@ -262,6 +270,71 @@ def compare_batching(args, checkpoint: Path, bodies: list[bytes], work: Path) ->
         f"errors {on['errors'] + off['errors']}"
     )
     return bool(on["errors"] + off["errors"])
+
+
+def first_request(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
+    """serve.warm_up off and on: the first request's time against the next ten's."""
+    rows = {}
+    for warm in (False, True):
+        began = time.perf_counter()
+        server = Server(
+            args.config, checkpoint, True, [*args.set, f"serve.warm_up={str(warm).lower()}"]
+        )
+        try:
+            health = until_200(server.port, "/health") - began
+            ready = until_200(server.port, "/ready") - began
+            rows[warm] = (health, ready, timed_requests(server.port, bodies[0], 11))
+        finally:
+            server.stop()
+    print(
+        "\n| serve.warm_up | /health 200 after s | /ready 200 after s | first ms (server) "
+        "| next ten, median ms (server) | first ÷ median (server) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    ratios = {}
+    for warm, (health, ready, times) in rows.items():
+        client_ms, server_ms = zip(*times, strict=True)
+        ratio = server_ms[0] / statistics.median(server_ms[1:])
+        ratios["on" if warm else "off"] = ratio
+        print(
+            f"| {str(warm).lower()} | {health:.1f} | {ready:.1f} | {client_ms[0]:.1f} "
+            f"({server_ms[0]:.1f}) | {statistics.median(client_ms[1:]):.1f} "
+            f"({statistics.median(server_ms[1:]):.1f}) | {ratio:.2f} |"
+        )
+    print(f"\nfirst: off={ratios['off']:.2f} on={ratios['on']:.2f}")
+    return False
+
+
+def until_200(port: int, path: str, seconds: float = 120.0) -> float:
+    """Poll GET `path` every 20 ms until it says 200: the perf_counter time it did."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", path)
+            if connection.getresponse().status == 200:
+                return time.perf_counter()
+        except (OSError, http.client.HTTPException):
+            pass
+        time.sleep(0.02)
+    sys.exit(f"{path} did not say 200 within {seconds:.0f} s")
+
+
+def timed_requests(port: int, body: bytes, count: int) -> list[tuple[float, float]]:
+    """`body` POSTed `count` times one after another: each one's ms as the client saw it
+    and as the server measured it."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        if response.status != 200:
+            sys.exit(f"the server answered {response.status}: {answer}")
+        times.append(((time.perf_counter() - start) * 1000, answer["milliseconds"]))
+    connection.close()
+    return times
 
 
 def overload(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:

@@ -11,6 +11,9 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -237,6 +240,88 @@ def test_batcher_groups_what_arrives_together_and_keeps_each_answer(on):
     requests, answers = asyncio.run(scenario())
     assert answers == [[[Hypothesis(s.upper(), 0.0)] for s in r] for r in requests]
     assert len(fake.calls) == (1 if on else 10)
+
+
+def test_ready_answers_200_once_the_decoding_process_is_warm(server):
+    for _ in range(200):
+        status, body = call(server + "/ready")
+        if status == 200:
+            break
+        assert status == 503 and body == {"status": "warming"}
+        time.sleep(0.05)
+    assert status == 200 and body["status"] == "ready" and body["warm_up_s"] > 0
+
+
+DECODER_ALONE = """
+import sys
+from pathlib import Path
+from translator.config import load
+from translator.deploy.decoder import DecoderProcess, Settings
+
+if __name__ == "__main__":
+    decoder = DecoderProcess(load(sys.argv[1]), Path(sys.argv[2]))  # loaded, not yet warm
+    outputs, tokens = decoder.decode(["Tom can see the cat."], Settings(beam=1, split=True))
+    print(decoder.ready, decoder.warm_s > 0, bool(outputs[0][0].text), tokens > 0)
+    print("torch" in sys.modules)
+    decoder.close()
+"""
+
+
+def test_a_decode_waits_for_the_warm_up_and_the_answer_needs_no_torch(config_file, trained):
+    """As `serve`'s HTTP process meets it, in a fresh interpreter: a decode asked for at once
+    comes after the warm-up, and reading its answer imports no PyTorch (a first request
+    that did took two seconds more than the next)."""
+    script = config_file.parent / "decoder_alone.py"
+    script.write_text(DECODER_ALONE)
+    done = subprocess.run(
+        [sys.executable, str(script), str(config_file), str(trained)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True", "False"]
+
+
+def test_warming_up_decodes_texts_of_several_lengths_in_several_batch_sizes():
+    from translator.deploy.decoder import WARM_UP_BATCHES, warm_up
+
+    fake = CountingTranslator()
+    settings = [Settings(beam=4, split=True), Settings(beam=1, split=True)]
+    assert warm_up(LocalDecoder(fake), settings, batch_size=16) > 0
+    assert [len(batch) for batch in fake.calls] == [min(n, 16) for n in WARM_UP_BATCHES] * 2
+    assert len({len(text) for batch in fake.calls for text in batch}) > 8
+
+
+def test_ready_says_warming_with_retry_after_until_the_decoder_is_ready():
+    import uvicorn
+
+    from translator.deploy.server import create_app
+
+    class Warming(LocalDecoder):
+        ready, warm_s = False, 0.0
+
+    decoder = Warming(CountingTranslator())
+    app = create_app(decoder, DecodeConfig(), ServeConfig(), {"model": "fake"})
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        request = urllib.request.Request(url + "/ready")
+        with pytest.raises(urllib.error.HTTPError) as warming:
+            urllib.request.urlopen(request, timeout=10)
+        health = call(url + "/health")[0]
+        decoder.ready, decoder.warm_s = True, 1.234
+        ready = call(url + "/ready")
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert warming.value.code == 503 and warming.value.headers["Retry-After"] == "1"
+    assert json.loads(warming.value.read()) == {"status": "warming"}
+    assert health == 200  # liveness, whatever the warm-up
+    assert ready == (200, {"status": "ready", "warm_up_s": 1.23})
 
 
 def test_check_request_reads_the_defaults_and_checks_split_and_nbest():

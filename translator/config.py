@@ -285,6 +285,7 @@ class ServeConfig:
     port: int = 8000
     batching: bool = True  # decode requests that arrive together as one batch
     batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others
+    warm_up: bool = True  # decode a few batches at start-up, before /ready says 200
     max_sentences: int = 64  # per request
     max_chars: int = 1000  # per sentence
     max_beam: int = 8

@@ -15,7 +15,7 @@ The rate limit is a token bucket per client: `serve.rate_burst` requests at once
 at `serve.rate_limit` a second (0: no limit). A client is its API key when keys are set
 and the request carries a valid one in a header, else its address (uvicorn's: behind a
 proxy on this machine, the X-Forwarded-For it sets). Only POST requests count: they are the
-ones that translate; the page, /health, /metrics and /openapi.json do not. Buckets of
+ones that translate; the page, /health, /ready, /metrics and /openapi.json do not. Buckets of
 clients idle long enough to have refilled are dropped, so memory stays bounded by the
 clients of the last minute.
 """

@@ -5,10 +5,14 @@ decoder's time, however many requests it refuses (measured in docs/deploy.md).
     HTTP process                            decoding process (spawned)
     DecoderProcess(config, checkpoint)  →   loads the model and decode.glossary; answers
                                             "ready" (what it decodes from, the glossary's
-                                            entries) or why not
+                                            entries) or why not; then warms up (`warm_up`)
+                                            and says "warm": `.ready` from then on
     decode(sentences, settings)         →   LocalDecoder.decode → each text's hypotheses
                                             and the number of source tokens, or the error
     close()                             →   the pipe closes: the process exits
+
+A decode asked for while the process warms up waits for it (the server's `/ready` says
+503 until then, `/health` 200 as soon as it listens).
 
 The decoding process ignores SIGINT and SIGTERM: Ctrl-C and a process manager's stop reach
 the whole process group, and the HTTP process still needs the decoder to finish what it
@@ -23,6 +27,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -64,6 +69,49 @@ def best(outputs: list[list]) -> list:
     return [hypotheses[0] if hypotheses else Blank() for hypotheses in outputs]
 
 
+# What warming up decodes: texts of a few lengths in batches of a few sizes, with the
+# server's default settings, so that the first requests meet engines already made and
+# kernels already built for shapes like theirs.
+WARM_UP_TEXT = (
+    "The quick brown fox jumps over the lazy dog near the river bank, and then it runs "
+    "back home before the sun goes down behind the hills."
+)
+WARM_UP_BATCHES = (1, 2, 3, 8, 32)
+
+
+def warm_up_texts(rows: int) -> list[str]:
+    """`rows` texts of growing lengths, from one word of WARM_UP_TEXT to all of it."""
+    words = WARM_UP_TEXT.split()
+    ends = [len(words) * (i + 1) // rows for i in range(rows)]
+    return [" ".join(words[: max(end, 1)]) for end in ends]
+
+
+def warm_up(decoder: LocalDecoder, settings: list[Settings], batch_size: int) -> float:
+    """Decode WARM_UP_BATCHES (each at most `batch_size` texts) with each of `settings`:
+    the seconds it took."""
+    began = time.perf_counter()
+    for each in settings:
+        for rows in WARM_UP_BATCHES:
+            decoder.decode(warm_up_texts(min(rows, batch_size)), each)
+    return time.perf_counter() - began
+
+
+def warmed(decoder: LocalDecoder, config: Config) -> float:
+    """The decoding process's warm-up, as `serve.warm_up` asks: with the server's default
+    settings, and greedy (the page's and most clients' other choice) where the default
+    beam is not 1. Its seconds (0 without). A failure is logged, not raised: a request that
+    meets it again is told."""
+    if not config.serve.warm_up:
+        return 0.0
+    beams = dict.fromkeys([config.decode.beam, 1])
+    settings = [Settings(beam, config.decode.split) for beam in beams]
+    try:
+        return warm_up(decoder, settings, config.decode.batch_size)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("warming up failed: %s", exc)
+        return 0.0
+
+
 class DecodeFailed(Exception):
     """The decoder raised `kind` (not a UserError): the client is told only its kind."""
 
@@ -100,24 +148,39 @@ class LocalDecoder:
         return outputs, tokens
 
 
+def no_setup() -> None:
+    """The decoding process's set-up when none is given."""
+
+
 class DecoderProcess:
     """The decoding process, seen from the HTTP process. `decode` blocks until the batch is
     done (the server calls it from one worker thread); it is safe from any thread."""
 
-    def __init__(self, config: Config, checkpoint: Path, setup: Callable[[], None] = lambda: None):
-        self.config, self.checkpoint, self.setup = config, checkpoint, setup
+    def __init__(self, config: Config, checkpoint: Path, setup: Callable[[], None] = None):
+        # setup: run first in the decoding process (a module-level function: it is pickled)
+        self.config, self.checkpoint, self.setup = config, checkpoint, setup or no_setup
         self.lock = threading.Lock()
         self.process = None
         self.connection = None
         self.origin = ""
         self.glossary = 0  # the server's glossary: its entries (decode.glossary)
         self.engine: dict[str, str] = {}
+        self.warm = threading.Event()  # set once the process has warmed up: `ready`
+        self.warm_s = 0.0  # how long its warm-up took
         self._start()  # loaded before the server listens: a bad model is one clear error
+        self.lock.acquire()  # released by the thread once warm: no decode comes before
+        threading.Thread(target=self._warmed, args=(True,), daemon=True).start()
+
+    @property
+    def ready(self) -> bool:
+        """Loaded and warmed up: the first request is as fast as the ones after it."""
+        return self.warm.is_set()
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
         with self.lock:
             if self.process is None:
                 self._start()
+                self._warmed()
             try:
                 self.connection.send((sentences, settings))
                 reply = self.connection.recv()
@@ -164,9 +227,25 @@ class DecoderProcess:
         if reply[0] != "ready":
             self._reap()
             raise UserError(reply[1])
+        self.warm.clear()  # until its warm-up ends
         self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
         self.glossary = reply[2]
         self.engine = reply[3]  # the engine and precision it decodes with
+
+    def _warmed(self, release: bool = False) -> None:
+        """Wait for the decoding process to say it is warm (with `release`, then release
+        the lock the constructor took for this). Should it die warming up, the next decode
+        finds it gone and starts another."""
+        try:
+            reply = self.connection.recv()
+            if reply[0] == "warm":
+                self.warm_s = reply[1]
+                self.warm.set()
+        except (EOFError, OSError):
+            pass
+        finally:
+            if release:
+                self.lock.release()
 
     def _reap(self) -> int | None:
         """End the process if it still runs; its exit code. The next decode starts another."""
@@ -196,6 +275,7 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     engine = {"engine": translator.engine_name, "precision": translator.precision}
     log.info(translator.engine_line)
     connection.send(("ready", str(translator.origin), entries, engine))
+    connection.send(("warm", warmed(decoder, config)))
     while True:
         try:
             if not connection.poll(IDLE_S):

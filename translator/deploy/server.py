@@ -6,7 +6,9 @@
                      optional: "split": false (each text one sentence), "nbest": N (≤ beam:
                      "hypotheses" [[{"text", "score", "lost", "appended", "missed"}, ...],
                      ...] added), "glossary": {"GPU": "显卡", ...} (laid over the server's)
-    GET  /health     →  {"status": "ok", "engine": ..., ...}
+    GET  /health     →  {"status": "ok", "engine": ..., ...}: the server is up (liveness)
+    GET  /ready      →  200 {"status": "ready"} once the decoder is loaded and warmed up,
+                        503 {"status": "warming"} before (readiness)
     GET  /metrics    →  Prometheus metrics (observe.py)
     /lt/...          →  LibreTranslate's API (libretranslate.py)
     GET  /           →  a page to type English and see Chinese
@@ -342,6 +344,13 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
     @app.get("/health")
     async def health():
         return {"status": "ok", **about, "decodes": batcher.decodes}
+
+    @app.get("/ready", responses={503: {"model": ErrorResponse}})
+    async def ready():
+        """200 once a request will be decoded at once, as fast as the ones after it."""
+        if getattr(decoder, "ready", True):
+            return {"status": "ready", "warm_up_s": round(getattr(decoder, "warm_s", 0.0), 2)}
+        return JSONResponse({"status": "warming"}, status_code=503, headers={"Retry-After": "1"})
 
     @app.get("/", response_class=HTMLResponse)
     async def index():

@@ -42,6 +42,7 @@ from translator.errors import UserError
 from translator.inference import document
 from translator.inference.casing import Recaser
 from translator.inference.document import Cutter
+from translator.inference.hypothesis import Hypothesis
 
 log = logging.getLogger(__name__)
 _UNWRITABLE = re.compile(f"{CONTROL}|\ufffd")  # control characters, broken UTF-8
@@ -59,20 +60,6 @@ def _mark_for(sentence: str) -> str:
     """The mark decode.final_mark adds: "?" after a sentence that opens as an English
     question does (an interrogative or an auxiliary verb first), else "."."""
     return "?" if _QUESTION.match(sentence) else "."
-
-
-class Hypothesis(NamedTuple):
-    """One of a line's n best translations, and its score: the log-probability the search
-    ranked it by (divided by the length penalty; summed over a line's sentences); `lost`:
-    the protected spans of the source that it does not hold verbatim; `appended`: those
-    the model did not write, that decode.span_guard put at the end of their sentence;
-    `missed`: the glossary's Chinese for terms of the source that it does not hold."""
-
-    text: str
-    score: float
-    lost: tuple[str, ...] = ()
-    appended: tuple[str, ...] = ()
-    missed: tuple[str, ...] = ()
 
 
 class Prepared(NamedTuple):
