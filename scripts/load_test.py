@@ -309,13 +309,15 @@ def until_200(port: int, path: str, seconds: float = 120.0) -> float:
     """Poll GET `path` every 20 ms until it says 200: the perf_counter time it did."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             connection.request("GET", path)
             if connection.getresponse().status == 200:
                 return time.perf_counter()
         except (OSError, http.client.HTTPException):
             pass
+        finally:
+            connection.close()
         time.sleep(0.02)
     sys.exit(f"{path} did not say 200 within {seconds:.0f} s")
 

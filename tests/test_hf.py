@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-import time
 
 import pytest
 import torch
@@ -403,8 +401,8 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
     assert zh == teacher.translate(en)
 
     pytest.importorskip("fastapi")
-    uvicorn = pytest.importorskip("uvicorn")
-    from test_serve import free_port, post
+    pytest.importorskip("uvicorn")
+    from test_serve import app_in_thread, post
 
     from translator.deploy.decoder import LocalDecoder
     from translator.deploy.server import create_app
@@ -414,17 +412,8 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
     # in a thread: a spawned decoding process would add ten seconds to the suite
     decoder = LocalDecoder(open_translator(config, done.path))
     app = create_app(decoder, config.decode, config.serve, {"model": str(done.path)})
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            time.sleep(0.02)
-        status, body = post(f"http://127.0.0.1:{port}", {"text": SENTENCES[:4]})
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with app_in_thread(app) as url:
+        status, body = post(url, {"text": SENTENCES[:4]})
     assert status == 200, body
     assert body["translations"] == teacher.translate(SENTENCES[:4])
 

@@ -81,6 +81,25 @@ def serving(config_file: Path, *options: str, with_process: bool = False):
         process.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def app_in_thread(app):
+    """`app` (create_app's) served by uvicorn in a thread on a free port, without the
+    decoding process `serve` spawns (ten seconds less a server); yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():
+            thread.join(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 @pytest.fixture(scope="module")
 def config_file(trained, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("serve") / "tiny.toml"
@@ -292,8 +311,6 @@ def test_warming_up_decodes_texts_of_several_lengths_in_several_batch_sizes():
 
 
 def test_ready_says_warming_with_retry_after_until_the_decoder_is_ready():
-    import uvicorn
-
     from translator.deploy.server import create_app
 
     class Warming(LocalDecoder):
@@ -301,23 +318,13 @@ def test_ready_says_warming_with_retry_after_until_the_decoder_is_ready():
 
     decoder = Warming(CountingTranslator())
     app = create_app(decoder, DecodeConfig(), ServeConfig(), {"model": "fake"})
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while not server.started:
-            time.sleep(0.02)
+    with app_in_thread(app) as url:
         request = urllib.request.Request(url + "/ready")
         with pytest.raises(urllib.error.HTTPError) as warming:
             urllib.request.urlopen(request, timeout=10)
         health = call(url + "/health")[0]
         decoder.ready, decoder.warm_s = True, 1.234
         ready = call(url + "/ready")
-    finally:
-        server.should_exit = True
-        thread.join(10)
     assert warming.value.code == 503 and warming.value.headers["Retry-After"] == "1"
     assert json.loads(warming.value.read()) == {"status": "warming"}
     assert health == 200  # liveness, whatever the warm-up

@@ -241,10 +241,8 @@ def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):
     with decode.span_guard: /translate names the span put at the end (plain and n-best
     answers), /lt translates as the library does, and /metrics counts every one."""
     pytest.importorskip("fastapi")
-    import threading
-
-    import uvicorn
-    from test_serve import call, free_port, post
+    pytest.importorskip("uvicorn")
+    from test_serve import app_in_thread, call, post
     from test_serve_clients import lt_post
 
     from translator.deploy.decoder import LocalDecoder
@@ -253,14 +251,7 @@ def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):
     config, _ = masked_run
     engine = copying(config, drop=("⦅2⦆",)).with_decode(span_guard=True)
     app = create_app(LocalDecoder(engine), engine.decode_cfg, config.serve, {"engine": "copy"})
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while not server.started and thread.is_alive():
-            thread.join(0.05)
+    with app_in_thread(app) as url:
         line = "Order KX-4821 came from https://example.com today."
         expected = engine.translate(line)
         assert expected.endswith("today https://example.com.")
@@ -277,9 +268,6 @@ def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):
         metrics = call(url + "/metrics")[1]
         assert "translator_spans_appended_total 3.0" in metrics.splitlines()
         assert "translator_spans_lost_total 0.0" in metrics.splitlines()
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_the_entity_score_counts_the_spans_the_guard_put_back(masked_run):

@@ -31,11 +31,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from translator.config import Config
 from translator.deploy.limits import BadRequest
 from translator.errors import UserError
+from translator.inference.hypothesis import Hypothesis
 from translator.runtime import return_freed_memory
 
 log = logging.getLogger(__name__)
@@ -54,19 +55,12 @@ class Settings:
     glossary: tuple[tuple[str, str], ...] = ()
 
 
-class Blank(NamedTuple):
-    """A blank text's best translation: it has no hypotheses. (The others are
-    inference/text.py's `Hypothesis`, which the HTTP process, free of torch, does not
-    import.)"""
-
-    text: str = ""
-    appended: tuple[str, ...] = ()
-    missed: tuple[str, ...] = ()
+BLANK = Hypothesis("", 0.0)  # a blank text's best translation: it has no hypotheses
 
 
-def best(outputs: list[list]) -> list:
-    """Each text's best hypothesis, of what `decode` returns (Blank for a blank text)."""
-    return [hypotheses[0] if hypotheses else Blank() for hypotheses in outputs]
+def best(outputs: list[list]) -> list[Hypothesis]:
+    """Each text's best hypothesis, of what `decode` returns (BLANK for a blank text)."""
+    return [hypotheses[0] if hypotheses else BLANK for hypotheses in outputs]
 
 
 # What warming up decodes: texts of a few lengths in batches of a few sizes, with the
@@ -156,7 +150,7 @@ class DecoderProcess:
     """The decoding process, seen from the HTTP process. `decode` blocks until the batch is
     done (the server calls it from one worker thread); it is safe from any thread."""
 
-    def __init__(self, config: Config, checkpoint: Path, setup: Callable[[], None] = None):
+    def __init__(self, config: Config, checkpoint: Path, setup: Callable[[], None] | None = None):
         # setup: run first in the decoding process (a module-level function: it is pickled)
         self.config, self.checkpoint, self.setup = config, checkpoint, setup or no_setup
         self.lock = threading.Lock()
