@@ -80,6 +80,10 @@ RULES = [
     ),
     ({"serve": {"max_sentences": 0}}, "config key 'serve.max_sentences' must be positive, got 0"),
     ({"serve": {"max_chars": 0}}, "config key 'serve.max_chars' must be positive, got 0"),
+    (
+        {"serve": {"max_document_chars": 0}},
+        "config key 'serve.max_document_chars' must be positive, got 0",
+    ),
     ({"serve": {"max_beam": 0}}, "config key 'serve.max_beam' must be positive, got 0"),
     ({"serve": {"max_queue": 0}}, "config key 'serve.max_queue' must be positive, got 0"),
     ({"serve": {"max_body_kb": 0}}, "config key 'serve.max_body_kb' must be positive, got 0"),

@@ -1,7 +1,7 @@
 """`translator serve` as a user meets it: a real server on 127.0.0.1 in its own process,
 called over HTTP; concurrent requests decoded together; every bad request a 4xx JSON
-error; the page at / used in headless Chromium (skipped where Chromium or Playwright is
-absent). The batching itself is also tested in-process, without HTTP."""
+error (the page at / in a browser: test_page.py). The batching itself is also tested
+in-process, without HTTP."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -139,7 +138,7 @@ def test_translations_equal_the_library_and_the_page_is_served(server, trained):
     status, health = call(server + "/health")
     assert status == 200 and health["status"] == "ok" and health["engine"] == "torch"
     status, page = call(server + "/")
-    assert status == 200 and "English → Chinese" in page and 'fetch("/translate"' in page
+    assert status == 200 and "English → Chinese" in page and 'post("translate"' in page
 
 
 @pytest.mark.parametrize(
@@ -331,6 +330,66 @@ def test_ready_says_warming_with_retry_after_until_the_decoder_is_ready():
     assert ready == (200, {"status": "ready", "warm_up_s": 1.23})
 
 
+class MarkingTranslator(CountingTranslator):
+    """CountingTranslator whose hypotheses name a lost span for texts with a URL."""
+
+    def translate(self, sentences):
+        self.calls.append(list(sentences))
+        lost = lambda s: tuple(w for w in s.split() if w.startswith("http"))  # noqa: E731
+        return [[Hypothesis(s.upper(), 0.0, lost(s))] for s in sentences]
+
+
+def test_a_document_comes_back_line_for_line_in_chunks_of_max_sentences():
+    from translator.deploy.server import create_app
+
+    fake = MarkingTranslator()
+    serve_cfg = ServeConfig(max_sentences=2, max_document_chars=200)
+    app = create_app(LocalDecoder(fake), DecodeConfig(), serve_cfg, {"model": "fake"})
+    text = "One. Two.\r\n\r\nsee http://x.y\r\nfour\r\n  \r\nfive\r\n"
+    with app_in_thread(app) as url:
+        status, done = call(url + "/document", json.dumps({"text": text}).encode())
+        too_long = call(url + "/document", json.dumps({"text": "x" * 201}).encode())
+        not_text = call(url + "/document", json.dumps({"text": ["a list"]}).encode())
+        bad_beam = call(url + "/document", json.dumps({"text": "Hi.", "beam": 99}).encode())
+        empty = call(url + "/document", json.dumps({"text": ""}).encode())
+    assert status == 200, done
+    expected = "ONE. TWO.\r\n\r\nSEE HTTP://X.Y\r\nFOUR\r\n  \r\nFIVE\r\n"
+    assert done["translation"] == expected and done["lines"] == 4  # blank lines kept as given
+    assert done["notes"] == [{"line": 3, "lost": ["http://x.y"], "appended": [], "missed": []}]
+    assert fake.calls == [["One. Two.", "see http://x.y"], ["four", "five"]]  # 2 at a time
+    assert too_long[0] == 413 and "200 (serve.max_document_chars)" in too_long[1]["error"]
+    assert not_text == (422, {"error": '"text" must be a string'})
+    assert bad_beam[0] == 422 and '"beam"' in bad_beam[1]["error"]
+    assert empty[0] == 200 and empty[1]["translation"] == "" and empty[1]["lines"] == 0
+
+
+def test_info_names_the_model_the_limits_and_whether_keys_are_needed(monkeypatch):
+    from translator.deploy.server import create_app
+
+    monkeypatch.setenv("TRANSLATOR_API_KEYS", "k1")
+    about = {"engine": "torch", "precision": "fp32", "model": "/r/exp1/checkpoints/best.pt",
+             "checkpoint": "/r/exp1/checkpoints/best.pt", "glossary": 3}  # fmt: skip
+    serve_cfg = ServeConfig(max_chars=300)
+    app = create_app(LocalDecoder(CountingTranslator()), DecodeConfig(beam=4), serve_cfg, about)
+    with app_in_thread(app) as url:
+        status, info = call(url + "/info")  # open, as the page is
+        page = call(url + "/")[0]
+        refused = [
+            call(url + path, b'{"text": ["Hi."]}')[0] for path in ("/translate", "/document")
+        ]
+    assert status == 200 and page == 200 and refused == [401, 401]
+    assert info["model"] == {
+        "run": "exp1",
+        "checkpoint": "best.pt",
+        "engine": "torch",
+        "precision": "fp32",
+        "decodes_from": "/r/exp1/checkpoints/best.pt",
+    }
+    assert info["beam"] == 4 and info["keys"] is True and info["glossary"] == 3
+    assert info["limits"]["max_chars"] == 300 and info["limits"]["max_document_chars"] == 100_000
+    assert set(info["features"]) == {"nbest", "glossary", "document"}
+
+
 def test_check_request_reads_the_defaults_and_checks_split_and_nbest():
     limits, defaults = ServeConfig(), Settings(beam=5, split=True)
     assert check_request({"text": ["Hi."]}, limits, defaults) == (["Hi."], defaults)
@@ -354,31 +413,6 @@ def test_missing_checkpoint_and_busy_port_are_one_line_errors(tmp_path, trained)
             "serve", "-c", "tiny.toml", "--checkpoint", str(trained), "--port", port, cwd=tmp_path
         )
     assert_one_line_error(taken, f"cannot serve on 127.0.0.1:{port}")
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
-def test_the_page_translates_what_a_person_types(server, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    sentence = "Tom can see the cat."
-    expected = post(server, {"text": [sentence], "beam": 1})[1]["translations"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page()
-        page.goto(server + "/")
-        page.fill("#text", sentence)
-        page.select_option("#beam", "1")
-        page.click("#go")
-        page.wait_for_selector("#out li .zh", state="attached", timeout=20_000)
-        shown = page.inner_text("#out li .zh")
-        status = page.inner_text("#status")
-        page.screenshot(path=str(tmp_path / "page.png"))
-        browser.close()
-    assert shown == expected[0] and shown
-    assert " ms (server " in status and "beam 1" in status
-    assert Path(tmp_path / "page.png").stat().st_size > 5_000
 
 
 def test_the_ctranslate2_engine_serves_the_same_translations(

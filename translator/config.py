@@ -288,6 +288,7 @@ class ServeConfig:
     warm_up: bool = True  # decode a few batches at start-up, before /ready says 200
     max_sentences: int = 64  # per request
     max_chars: int = 1000  # per sentence
+    max_document_chars: int = 100_000  # a document (POST /document, the page's file)
     max_beam: int = 8
     max_glossary_entries: int = 1000  # entries of a request's own glossary
     max_glossary_kb: int = 64  # ... and their size, English and Chinese, in UTF-8
@@ -306,6 +307,7 @@ class ServeConfig:
             "serve",
             max_sentences=self.max_sentences,
             max_chars=self.max_chars,
+            max_document_chars=self.max_document_chars,
             max_beam=self.max_beam,
             max_glossary_entries=self.max_glossary_entries,
             max_glossary_kb=self.max_glossary_kb,

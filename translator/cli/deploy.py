@@ -180,6 +180,7 @@ def serve(
     about = {
         **decoder.engine,  # engine and precision, as the decoding process chose them
         "model": str(origin),
+        "checkpoint": str(path),
         "batching": config.serve.batching,
         "glossary": decoder.glossary,
     }

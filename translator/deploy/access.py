@@ -3,9 +3,10 @@
 Keys come from `serve.api_keys` and from the environment variable TRANSLATOR_API_KEYS
 (comma-separated; better than a key written in a config file). With none, every request
 is let through. With keys, a request must carry one as `Authorization: Bearer KEY` or
-`X-API-Key: KEY`, else 401; `/health` and `/ready` stay open for load balancers. Every key
-is compared in constant time (hmac.compare_digest), all of them each time, so the answer's
-timing says nothing about how much of a key was right.
+`X-API-Key: KEY`, else 401; `/health` and `/ready` stay open for load balancers, and the
+page at `/` and its `/info` for people (the page asks for a key when /info says one is
+needed). Every key is compared in constant time (hmac.compare_digest), all of them each
+time, so the answer's timing says nothing about how much of a key was right.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from translator.deploy.limits import respond
 
 ENVIRONMENT = "TRANSLATOR_API_KEYS"
-OPEN_PATHS = ("/health", "/ready")
+OPEN_PATHS = ("/", "/health", "/ready", "/info")
 OWN_KEYS = "/lt/"  # the LibreTranslate API checks keys itself: they may come in the body
 
 

@@ -30,7 +30,11 @@ from collections.abc import Callable, Sequence
 from translator.deploy.access import accepted, presented
 from translator.deploy.limits import BadRequest, respond
 
-TRANSLATING = ("/translate", "/lt/translate")  # the paths whose requests join the queue
+TRANSLATING = (
+    "/translate",
+    "/document",
+    "/lt/translate",
+)  # the paths whose requests join the queue
 PRUNE_EVERY_S = 60.0
 
 

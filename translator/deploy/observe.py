@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 access_log = logging.getLogger("translator.access")
 KNOWN_PATHS = {  # a path's metrics label; any other path is "other" (bounded labels)
-    *("/", "/translate", "/health", "/ready", "/metrics", "/openapi.json"),
+    *("/", "/translate", "/document", "/info", "/health", "/ready", "/metrics", "/openapi.json"),
     *("/lt/translate", "/lt/languages", "/lt/detect"),
 }
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

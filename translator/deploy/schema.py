@@ -73,6 +73,60 @@ class TranslateResponse(BaseModel):
     )
 
 
+class DocumentRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(
+        description="The document: lines of running text, each translated sentence by "
+        "sentence; blank lines and line breaks are kept."
+    )
+    beam: int | None = Field(None, ge=1, description="Beam size (default: decode.beam).")
+    glossary: dict[str, str] | None = Field(
+        None, description="English terms and their Chinese, laid over the server's glossary."
+    )
+
+
+class LineNotes(BaseModel):
+    line: int = Field(description="The line of the document, from 1.")
+    lost: list[str] = Field(default_factory=list)
+    appended: list[str] = Field(default_factory=list)
+    missed: list[str] = Field(default_factory=list)
+
+
+class DocumentResponse(BaseModel):
+    translation: str = Field(description="The translated document, line for line.")
+    lines: int = Field(description="Lines translated (blank lines are kept, not counted).")
+    notes: list[LineNotes] = Field(
+        default_factory=list,
+        description="The lines with protected spans lost or put at the end, or glossary "
+        "terms missed (as /translate's lost, appended and missed).",
+    )
+    beam: int
+    milliseconds: float
+
+
+class ModelInfo(BaseModel):
+    run: str = Field(description="The run directory the checkpoint is in.")
+    checkpoint: str = Field(description="The checkpoint's file name.")
+    engine: str
+    precision: str
+    decodes_from: str = Field(
+        description="What the engine decodes from (a checkpoint or an export)."
+    )
+
+
+class ServerInfo(BaseModel):
+    model: ModelInfo
+    beam: int = Field(description="The default beam (decode.beam).")
+    limits: dict[str, int] = Field(
+        description="max_sentences, max_chars, max_beam, max_document_chars, "
+        "max_glossary_entries (serve.*)."
+    )
+    keys: bool = Field(description="Whether requests need an API key.")
+    glossary: int = Field(description="Entries of the server's own glossary.")
+    features: list[str] = Field(description="What requests may ask for: nbest, glossary, document.")
+
+
 class ErrorResponse(BaseModel):
     error: str
 
@@ -107,3 +161,15 @@ def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseMo
         api_key=(str | None, None),
     )  # fmt: skip
     return ours, theirs
+
+
+def document_model(serve_cfg: ServeConfig) -> type[BaseModel]:
+    """The request model of POST /document, with this server's limits in it."""
+    term = Annotated[str, StringConstraints(max_length=serve_cfg.max_chars)]
+    return create_model(
+        "DocumentRequest",
+        __base__=DocumentRequest,
+        text=(Annotated[str, StringConstraints(max_length=serve_cfg.max_document_chars)], ...),
+        beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam)),
+        glossary=(dict[term, term] | None, Field(None, max_length=serve_cfg.max_glossary_entries)),
+    )

@@ -6,6 +6,12 @@
                      optional: "split": false (each text one sentence), "nbest": N (≤ beam:
                      "hypotheses" [[{"text", "score", "lost", "appended", "missed"}, ...],
                      ...] added), "glossary": {"GPU": "显卡", ...} (laid over the server's)
+    POST /document   {"text": "a whole document", "beam": 5, "glossary": {...}}  →
+                     {"translation": "...", "lines": N, "notes": [...], ...}: each line
+                     translated sentence by sentence, blank lines and line breaks kept
+                     (the page's file translation; at most serve.max_document_chars)
+    GET  /info       →  which model answers (run, checkpoint, engine, precision), the
+                        limits, whether keys are needed, what requests may ask for (the page)
     GET  /health     →  {"status": "ok", "engine": ..., ...}: the server is up (liveness)
     GET  /ready      →  200 {"status": "ready"} once the decoder is loaded and warmed up,
                         503 {"status": "warming"} before (readiness)
@@ -31,11 +37,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any, Protocol
 
 from translator.config import DecodeConfig, ServeConfig, nbest_within_beam
 from translator.data.glossary import Glossary
-from translator.data.spans import missing
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.admission import Admission
 from translator.deploy.decoder import Settings, best
@@ -150,19 +156,14 @@ class Batcher:
             return
         self.decodes += 1
         top = best(outputs)
-        lost = sum(map(len, lost_spans(sentences, top)))
+        lost = sum(len(h.lost) for h in top)
         self.on_decode(sentences, tokens, lost, sum(len(h.appended) for h in top))
         start = 0
         for p in requests:
             if not p.done.done():  # cancelled while it was decoding: nobody waits for it
                 p.done.set_result(outputs[start : start + len(p.sentences)])
+                await asyncio.sleep(0)  # one answer a turn of the loop: /health goes between
             start += len(p.sentences)
-
-
-def lost_spans(sentences: list[str], top: list) -> list[list[str]]:
-    """Each text's protected spans (URLs, numbers, codes…: data/spans.py) missing from its
-    translation (`top`: each text's best hypothesis)."""
-    return [missing(s, h.text) for s, h in zip(sentences, top, strict=True)]
 
 
 def check_request(
@@ -188,18 +189,49 @@ def check_request(
         request = (model or request_models(serve_cfg)[0]).model_validate(body)
     except ValidationError as exc:
         raise BadRequest(422, _explained(exc.errors(), serve_cfg)) from None
-    beam = defaults.beam if request.beam is None else request.beam
     split = defaults.split if request.split is None else request.split
-    if wrong := nbest_within_beam(request.nbest, beam):
-        raise BadRequest(422, f'"nbest" ({request.nbest}) {wrong}')
+    settings = _settings(request, defaults, split, request.nbest)
+    return request.text, settings
+
+
+def check_document(
+    body: Any, serve_cfg: ServeConfig, defaults: Settings, model
+) -> tuple[str, Settings]:
+    """The text and settings of a parsed POST /document body (`model`: schema's
+    document_model for these limits); BadRequest as for check_request."""
+    from pydantic import ValidationError
+
+    if not isinstance(body, dict):
+        raise BadRequest(422, 'the body must be a JSON object like {"text": "Hello."}')
+    text = body.get("text")
+    if isinstance(text, str) and len(text) > serve_cfg.max_document_chars:
+        raise BadRequest(
+            413,
+            f"the document has {len(text):,} characters > {serve_cfg.max_document_chars:,} "
+            "(serve.max_document_chars): translate it with translator translate --input",
+        )
+    check_glossary_size(body.get("glossary"), serve_cfg)
+    try:
+        request = model.model_validate(body)
+    except ValidationError as exc:
+        raise BadRequest(422, _explained(exc.errors(), serve_cfg, "a string")) from None
+    return request.text, _settings(request, defaults, split=True, nbest=0)
+
+
+def _settings(request, defaults: Settings, split: bool, nbest: int) -> Settings:
+    """A validated request's decoding settings: its beam (or the default), its glossary
+    checked as a file is (400 naming the entry)."""
+    beam = defaults.beam if request.beam is None else request.beam
+    if wrong := nbest_within_beam(nbest, beam):
+        raise BadRequest(422, f'"nbest" ({nbest}) {wrong}')
     glossary = ()
     if request.glossary:
-        try:  # checked here, as a file is: 400 naming the entry
+        try:
             Glossary.of(request.glossary, origin='"glossary"')
         except UserError as exc:
             raise BadRequest(400, str(exc)) from None
         glossary = tuple(request.glossary.items())
-    return request.text, Settings(beam, split, request.nbest, glossary)
+    return Settings(beam, split, nbest, glossary)
 
 
 def check_glossary_size(glossary: Any, serve_cfg: ServeConfig) -> None:
@@ -216,7 +248,7 @@ def check_glossary_size(glossary: Any, serve_cfg: ServeConfig) -> None:
         raise BadRequest(413, f"the glossary has {size:,} bytes > {serve_cfg.max_glossary_kb} KB")
 
 
-def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
+def _explained(errors: list[dict], serve_cfg: ServeConfig, text: str = "a list of strings") -> str:
     """pydantic's findings about a request, as one message in the API's own words."""
     unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
@@ -225,7 +257,7 @@ def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
     if field == "text" and errors[0]["type"] == "too_short":
         return '"text" is empty: give at least one sentence'
     return {
-        "text": '"text" must be a list of strings',
+        "text": f'"text" must be {text}',
         "beam": f'"beam" must be an integer from 1 to {serve_cfg.max_beam}',
         "split": '"split" must be true or false',
         "nbest": '"nbest" must be an integer from 0 to the beam',
@@ -234,12 +266,79 @@ def _explained(errors: list[dict], serve_cfg: ServeConfig) -> str:
     }.get(field, f"{field or 'the body'}: {errors[0]['msg']}")
 
 
+async def translated_document(batcher: Batcher, text: str, settings: Settings, chunk: int) -> dict:
+    """A document's translation, line for line (blank lines and the line ending kept), and
+    notes on the lines with spans lost or put at the end or glossary terms missed. Its
+    lines are decoded `chunk` at a time, each chunk queued as a request is."""
+    ending = "\r\n" if "\r\n" in text else "\n"
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    out, notes = list(lines), []
+    for start in range(0, len(filled), chunk):
+        numbers = filled[start : start + chunk]
+        top = best(await batcher.translate([lines[i] for i in numbers], settings))
+        for i, hypothesis in zip(numbers, top, strict=True):
+            out[i] = hypothesis.text
+            note = {
+                "lost": list(hypothesis.lost),
+                "appended": list(hypothesis.appended),
+                "missed": list(hypothesis.missed),
+            }
+            if any(note.values()):
+                notes.append({"line": i + 1, **note})
+    return {"translation": ending.join(out), "lines": len(filled), "notes": notes}
+
+
+def run_of(checkpoint: Path) -> str:
+    """The run a checkpoint belongs to: the directory above `checkpoints/`, else the
+    directory it is in."""
+    owner = (
+        checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    )
+    return owner.name
+
+
+def server_info(about: dict, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, keys: bool) -> dict:
+    """What GET /info says: the model (from what the CLI knows, `about`), the default beam,
+    the limits, whether keys are needed, and what a request may ask for."""
+    checkpoint = Path(about.get("checkpoint") or about.get("model", ""))
+    model = {
+        "run": run_of(checkpoint),
+        "checkpoint": checkpoint.name,
+        "engine": about.get("engine", ""),
+        "precision": about.get("precision", ""),
+        "decodes_from": about.get("model", ""),
+    }
+    limits = {
+        "max_sentences": serve_cfg.max_sentences,
+        "max_chars": serve_cfg.max_chars,
+        "max_beam": serve_cfg.max_beam,
+        "max_document_chars": serve_cfg.max_document_chars,
+        "max_glossary_entries": serve_cfg.max_glossary_entries,
+    }
+    return {
+        "model": model,
+        "beam": decode_cfg.beam,
+        "limits": limits,
+        "keys": keys,
+        "glossary": about.get("glossary", 0),
+        "features": ["nbest", "glossary", "document"],
+    }
+
+
 def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, about: dict):
     """The FastAPI app around one decoder (closed, if it can be, when the server stops)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
-    from translator.deploy.schema import ErrorResponse, TranslateResponse, request_models
+    from translator.deploy.schema import (
+        DocumentResponse,
+        ErrorResponse,
+        ServerInfo,
+        TranslateResponse,
+        document_model,
+        request_models,
+    )
 
     wait = serve_cfg.batch_wait_ms / 1000
     defaults = Settings(decode_cfg.beam, decode_cfg.split)
@@ -322,7 +421,7 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         top = best(found)
         answer = {
             "translations": [h.text for h in top],
-            "lost": lost_spans(sentences, top),
+            "lost": [list(h.lost) for h in top],
             "appended": [list(h.appended) for h in top],
             "missed": [list(h.missed) for h in top],
             "beam": settings.beam,
@@ -331,6 +430,29 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         if settings.nbest:
             answer["hypotheses"] = [[h._asdict() for h in hypotheses] for hypotheses in found]
         return answer
+
+    document = document_model(serve_cfg)
+
+    @app.post(
+        "/document",
+        response_model=DocumentResponse,
+        responses=errors,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": document.model_json_schema()}},
+            }
+        },
+    )
+    async def translate_document(request: Request):
+        """Translate a document line by line, each line sentence by sentence."""
+        started = time.perf_counter()
+        text, settings = check_document(
+            parse_json(await request.body()), serve_cfg, defaults, document
+        )
+        done = await translated_document(batcher, text, settings, serve_cfg.max_sentences)
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        return {**done, "beam": settings.beam, "milliseconds": ms}
 
     add_routes(app, batcher, serve_cfg, defaults, keys, theirs)  # LibreTranslate's API at /lt
 
@@ -344,6 +466,13 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
     @app.get("/health")
     async def health():
         return {"status": "ok", **about, "decodes": batcher.decodes}
+
+    info = server_info(about, decode_cfg, serve_cfg, bool(keys))
+
+    @app.get("/info", response_model=ServerInfo)
+    async def server_about():
+        """Which model answers, the limits, whether keys are needed (what the page reads)."""
+        return info
 
     @app.get("/ready", responses={503: {"model": ErrorResponse}})
     async def ready():
