@@ -14,7 +14,7 @@ AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUC
 # the tests whose paths depend on the CPU's instructions: precision, the step, its profile
 CPU_TESTS := tests/test_step.py tests/test_mixed_precision.py tests/test_onednn.py
 
-.PHONY: install demo test test-avx2 lint format splitters clean
+.PHONY: install browser demo test test-avx2 lint format splitters clean
 
 install: $(STAMP)
 
@@ -30,9 +30,24 @@ demo: install
 	$(BIN)/translator translate -c $(DEMO) "Hello." "I have to go to sleep." "Where is the station?"
 	$(BIN)/translator eval -c $(DEMO)
 
+# The page tests' browser (tests/test_page.py, scripts/page_screenshots.py): the system's
+# Chromium and a CJK font, installed with apt where it can be (as root). Without them the
+# page tests skip and say why. Matplotlib's font list is made again to see the new font.
+browser:
+	@if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	        && { apt-get install -y -q chromium fonts-noto-cjk >/dev/null 2>&1 \
+	             || { apt-get update -q >/dev/null 2>&1 \
+	                  && apt-get install -y -q chromium fonts-noto-cjk >/dev/null 2>&1; }; }; then \
+	        rm -rf "$${XDG_CACHE_HOME:-$$HOME/.cache}/matplotlib"; \
+	    else \
+	        echo "make: Chromium could not be installed (apt-get install chromium needs root): the page tests will skip"; \
+	    fi; \
+	fi
+
 # one pytest-xdist worker per core; tests/conftest.py gives each worker its share of threads.
 # Tests marked `inductor` (code generated and compiled for this CPU) run in test-avx2.
-test: install
+test: install browser
 	$(BIN)/pytest -q -n auto --dist worksteal -m "not inductor"
 
 # the CPU-dependent tests again (the inductor-compiled step among them), on this CPU made
