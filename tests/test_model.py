@@ -66,12 +66,35 @@ def test_incremental_decoding_matches_full_pass(norm):
     src[1, 4:] = PAD
     mask = padding_mask(src)
     full = m(src, tgt, mask)
+    torch.testing.assert_close(step_by_step(m, src, tgt), full, atol=1e-5, rtol=1e-5)
+
+
+def step_by_step(m: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """The logits of `tgt` decoded one position at a time, with the cache."""
+    mask = padding_mask(src)
     state = m.start_decoding(m.encode(src, mask), mask)
     steps = []
     for t in range(tgt.size(1)):
         logits, state = m.decode(tgt[:, t : t + 1], state)
         steps.append(logits)
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    return torch.cat(steps, dim=1)
+
+
+@pytest.mark.parametrize("zero_start", [False, True])
+def test_a_zero_start_decoder_never_reads_its_first_token(zero_start):
+    """model.zero_start: the first target position's embedding is zero whatever its id,
+    in a full pass and in incremental decoding alike; later positions read theirs."""
+    m = model(norm="post", zero_start=zero_start)
+    src, tgt = ids(2, 6, SRC_V), ids(2, 5, TGT_V)
+    other = tgt.clone()
+    other[:, 0] = tgt[:, 0] % (TGT_V - 5) + 4 + 1  # another first token
+    mask = padding_mask(src)
+    first, second = m(src, tgt, mask), m(src, other, mask)
+    assert torch.equal(first, second) == zero_start
+    torch.testing.assert_close(step_by_step(m, src, other), second, atol=1e-5, rtol=1e-5)
+    later = tgt.clone()
+    later[:, 2] = other[:, 0]
+    assert not torch.allclose(m(src, later, mask)[:, 2:], first[:, 2:])
 
 
 def test_tied_embeddings_share_one_matrix():

@@ -99,6 +99,9 @@ class ModelConfig:
     tie_embeddings: bool = True  # decoder input embedding shared with the output projection
     activation: Literal["relu", "gelu", "swish"] = "relu"  # of the feed-forward sublayers
     output_bias: bool = False  # a bias on the output projection (OPUS-MT models have one)
+    # the decoder's first input is a zero embedding, not <s>'s: Marian's convention, which
+    # ct2-transformers-converter assumes of every Marian model (post-norm exports)
+    zero_start: bool = False
 
     def check(self) -> None:
         _positive(

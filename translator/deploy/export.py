@@ -64,6 +64,7 @@ def build_spec(model_cfg: ModelConfig, weights: dict[str, Any], vocabularies: tu
     encoder, decoder = spec.encoder, spec.decoder
     _embedding(encoder, weights["src_embed.tokens.weight"], table)
     _embedding(decoder, weights["tgt_embed.tokens.weight"], table)
+    decoder.start_from_zero_embedding = model_cfg.zero_start
     for i, layer in enumerate(encoder.layer):
         at = f"encoder.{i}."
         _linears(layer.self_attention.linear, weights, at + "attn.", ("qkv", "out"))

@@ -41,11 +41,21 @@ def sinusoids(length: int, d_model: int) -> torch.Tensor:
 
 
 class Embedding(nn.Module):
-    """Token embedding scaled by √D, plus sinusoidal position, then dropout."""
+    """Token embedding scaled by √D, plus sinusoidal position, then dropout. With
+    `zero_start`, the first position's token embedding is zero whatever its id (the
+    decoder's <s>, as Marian starts decoding)."""
 
-    def __init__(self, vocab_size: int, d_model: int, max_positions: int, dropout: float):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        max_positions: int,
+        dropout: float,
+        zero_start: bool = False,
+    ):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
+        self.zero_start = zero_start
         self.scale = math.sqrt(d_model)
         self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
         self.dropout = Dropout(dropout)
@@ -57,7 +67,10 @@ class Embedding(nn.Module):
                 f"sequence of {start + length} tokens exceeds max_positions "
                 f"({self.positions.size(0)})"
             )
-        x = self.tokens(ids) * self.scale + self.positions[start : start + length]
+        tokens = self.tokens(ids)
+        if self.zero_start and start == 0:
+            tokens = torch.cat([torch.zeros_like(tokens[:, :1]), tokens[:, 1:]], dim=1)
+        x = tokens * self.scale + self.positions[start : start + length]
         return self.dropout(x)
 
 
@@ -257,7 +270,11 @@ class Transformer(nn.Module):
             src_vocab_size, model_cfg.d_model, model_cfg.max_positions, model_cfg.dropout
         )
         self.tgt_embed = Embedding(
-            tgt_vocab_size, model_cfg.d_model, model_cfg.max_positions, model_cfg.dropout
+            tgt_vocab_size,
+            model_cfg.d_model,
+            model_cfg.max_positions,
+            model_cfg.dropout,
+            zero_start=model_cfg.zero_start,
         )
         self.encoder = nn.ModuleList(
             EncoderLayer(model_cfg) for _ in range(model_cfg.encoder_layers)
