@@ -1,7 +1,12 @@
 """One checkpoint exported with `translator export --format hf`, its test split translated
 greedily by our engine and by transformers' `generate(num_beams=1)` in the same run: how
 many sentences come out identical, and each engine's sentences per second (ours ÷ theirs),
-with the same threads and batch size. The figures in docs/deploy.md come from:
+with the same threads and batch size. Where ctranslate2 is installed, the export is also
+converted by CTranslate2's own `ct2-transformers-converter`, as a user of a Hub model would,
+and that model translates the split with the export's tokenizer: greedily, against our
+engine, and with `--beam` against our own CTranslate2 export (`translator export`), with
+the config's length penalty, which both give CTranslate2 alike. The figures in
+docs/deploy.md come from:
 
     python scripts/hf_parity.py runs/tatoeba-cpu/checkpoints/average5.pt \\
         --data data/prepared/tatoeba-3k-ph3
@@ -17,6 +22,7 @@ told to stop early otherwise. The export goes to a temporary directory.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +34,7 @@ from translator.data import spans
 from translator.data.layout import read_references
 from translator.data.normalization import normalize_en
 from translator.deploy.hf import export_hf, require_transformers
+from translator.inference.text import TextTranslator
 from translator.inference.torch_engine import Translator
 from translator.model.rundir import checkpoint_in
 
@@ -46,12 +53,6 @@ def our_engine(source: Path, batch: int) -> Translator:
         max_len_a=0.0,
         max_len_b=engine.model.model_cfg.max_positions - 1,
     )
-
-
-def ours(engine: Translator, sentences: list[str]) -> tuple[list[str], float]:
-    start = time.perf_counter()
-    out = engine.translate(sentences)
-    return out, time.perf_counter() - start
 
 
 def theirs(
@@ -79,34 +80,121 @@ def theirs(
     return out, time.perf_counter() - start
 
 
+def converted(directory: Path, out: Path) -> Path:
+    """`ct2-transformers-converter --model DIR --output_dir OUT`, the command as a user runs
+    it (the one installed beside this interpreter)."""
+    command = Path(sys.executable).parent / "ct2-transformers-converter"
+    done = subprocess.run(
+        [str(command), "--model", str(directory), "--output_dir", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        sys.exit(f"error: ct2-transformers-converter failed: {done.stderr.strip()[-500:]}")
+    return out
+
+
+def through_converter(
+    model_dir: Path,
+    directory: Path,
+    engine: Translator,
+    sentences: list[str],
+    batch: int,
+    beam: int,
+) -> tuple[list[str], float]:
+    """The converted model, given what the export's tokenizer makes of each sentence (as
+    our engine gives it to the model), its output decoded by that tokenizer."""
+    import ctranslate2
+
+    transformers = require_transformers()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    translator = ctranslate2.Translator(str(model_dir), intra_threads=torch.get_num_threads())
+    masked = [engine.for_model(s) for s in sentences]
+    tokens = [tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"]) for text, _ in masked]
+    start = time.perf_counter()
+    results = translator.translate_batch(
+        tokens,
+        beam_size=beam,
+        length_penalty=engine.decode_cfg.length_penalty,
+        max_decoding_length=engine.model.model_cfg.max_positions - 1,
+        min_decoding_length=0,  # as ours: an empty translation may win (CTranslate2: 1)
+        max_batch_size=batch,
+    )
+    seconds = time.perf_counter() - start
+    out = []
+    for result, (_, found) in zip(results, masked, strict=True):
+        ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
+        text = " ".join(tokenizer.decode(ids, skip_special_tokens=True).split())
+        out.append(spans.unmask(text, found).text)
+    return out, seconds
+
+
+def our_ct2(source: Path, out: Path, like: Translator, beam: int) -> TextTranslator:
+    """Our own CTranslate2 export of `source` (float32), decoding as `like` but for `beam`."""
+    from translator.deploy.export import export
+    from translator.inference.ct2_engine import CTranslate2Translator
+
+    threads = torch.get_num_threads()
+    engine = CTranslate2Translator.from_dir(export(source, out), like.decode_cfg, threads=threads)
+    return engine.with_decode(beam=beam)
+
+
+def timed(engine: TextTranslator, sentences: list[str]) -> tuple[list[str], float]:
+    start = time.perf_counter()
+    out = engine.translate(sentences)
+    return out, time.perf_counter() - start
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path, help="A checkpoint, or a run directory.")
     parser.add_argument("--data", type=Path, required=True, help="A prepared directory.")
     parser.add_argument("--split", default="test")
     parser.add_argument("--batch", type=int, default=64, help="Sentences per batch, both.")
+    parser.add_argument("--beam", type=int, default=5, help="Beam of the CTranslate2 pair.")
     args = parser.parse_args(argv)
     source = checkpoint_in(args.checkpoint)
     sentences = [normalize_en(s) for s in read_references(args.data, args.split)[0]]
+    rows = []  # (engine, translations, seconds, the translations they are compared with)
     with tempfile.TemporaryDirectory() as tmp:
-        directory, architecture = export_hf(source, Path(tmp) / "hf")
+        directory, architecture, caveat = export_hf(source, Path(tmp) / "hf")
         engine = our_engine(source, args.batch)
-        mine, my_seconds = ours(engine, sentences)
+        mine, my_seconds = timed(engine, sentences)
+        rows.append(("translator (PyTorch), greedy", mine, my_seconds, None))
         their, their_seconds = theirs(directory, engine, sentences, args.batch)
-    same = sum(a == b for a, b in zip(mine, their, strict=True))
+        rows.append(("transformers generate, greedy", their, their_seconds, mine))
+        try:
+            import ctranslate2
+        except ImportError:
+            ctranslate2 = None
+        if ctranslate2 is not None:
+            model_dir = converted(directory, Path(tmp) / "converted")
+            label = f"ct2-transformers-converter {ctranslate2.__version__}"
+            got = through_converter(model_dir, directory, engine, sentences, args.batch, 1)
+            rows.append((f"{label}, greedy", *got, mine))
+            beamed = our_ct2(source, Path(tmp) / "ours.ct2", engine, args.beam)
+            reference, seconds = timed(beamed, sentences)
+            rows.append((f"translator (CTranslate2), beam {args.beam}", reference, seconds, None))
+            got = through_converter(model_dir, directory, engine, sentences, args.batch, args.beam)
+            rows.append((f"{label}, beam {args.beam}", *got, reference))
     n = len(sentences)
     print(
-        f"{source} as {architecture}, {n:,} sentences of {args.data}/{args.split}, greedy, "
-        f"batches of {args.batch}, {torch.get_num_threads()} threads\n"
+        f"{source} as {architecture}, {n:,} sentences of {args.data}/{args.split}, "
+        f"batches of {args.batch}, {torch.get_num_threads()} threads, length penalty "
+        f"{engine.decode_cfg.length_penalty}\n"
     )
-    print("| engine | sentences/s | identical to ours |")
+    if caveat:
+        print(f"note: {caveat}\n")
+    print("| engine | sentences/s | identical to ours (the beam: to our CTranslate2) |")
     print("| --- | ---: | --- |")
-    print(f"| translator (PyTorch) | {n / my_seconds:.1f} | |")
-    print(f"| transformers generate | {n / their_seconds:.1f} | {same:,} of {n:,} |")
+    for name, out, seconds, against in rows:
+        same = "ours" if against is None else f"{sum(map(str.__eq__, out, against)):,} of {n:,}"
+        print(f"| {name} | {n / seconds:.1f} | {same} |")
     print(f"\nours ÷ transformers: {their_seconds / my_seconds:.2f}×")
-    for a, b, s in zip(mine, their, sentences, strict=True):
-        if a != b:
-            print(f"differs: {s!r}: ours {a!r}, transformers {b!r}")
+    for name, out, _, against in rows:
+        for a, b, s in zip(against or out, out, sentences, strict=True):
+            if a != b:
+                print(f"differs ({name}): {s!r}: ours {a!r}, theirs {b!r}")
     return 0
 
 

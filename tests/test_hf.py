@@ -2,7 +2,8 @@
 loads offline (written by their save_pretrained, read by their from_pretrained) whose
 model is ours (logits within 1e-4, the same greedy ids as `generate(num_beams=1)`) for
 pre- and post-norm, tied and untied, a source vocabulary smaller or larger than the
-target's; MarianTokenizer gives our ids. `translator import-hf`: ours → theirs → ours is
+target's; MarianTokenizer gives our ids; `ct2-transformers-converter` converts both shapes
+into models that translate as ours do. `translator import-hf`: ours → theirs → ours is
 bit-identical; an OPUS-MT-shaped Marian decodes alike here, through its CTranslate2 export
 and in transformers. Skipped only when transformers is absent (CI installs the hf
 extra)."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import pytest
 import torch
@@ -18,7 +20,7 @@ from conftest import assert_one_line_error, generated_pairs, run_cli, run_script
 
 from translator.config import DecodeConfig
 from translator.data.tokenizer import BOS, EOS, PAD, load_tokenizer
-from translator.deploy.hf import export_hf, hidden_order, import_hf
+from translator.deploy.hf import Vocabularies, export_hf, hidden_order, import_hf
 from translator.errors import UserError
 from translator.inference.torch_engine import Translator
 from translator.model import checkpoint as checkpoint_module
@@ -33,6 +35,7 @@ SHAPES = {
     "pre-untied": {"tie_embeddings": False},
     "post-tied": {"norm": "post"},
     "post-untied": {"norm": "post", "tie_embeddings": False, "decoder_layers": 2},
+    "post-zero-start": {"norm": "post", "zero_start": True},
 }
 
 
@@ -60,11 +63,17 @@ def random_checkpoint(trained, path, swap_vocabularies=False, **model_changes):
     return path, model.eval()
 
 
-def their_rows(directory) -> torch.Tensor:
-    """Their row of each of our source ids, from the export's vocab.json (Pegasus puts the
-    source's pieces after the target's)."""
+def vocabulary(checkpoint) -> Vocabularies:
+    """Their rows of our ids, as the export lays them out."""
+    models = checkpoint_module.load(checkpoint)["tokenizer_models"]
+    sides = [load_tokenizer(models[side]) for side in ("src", "tgt")]
+    return Vocabularies.of(*([t.id_to_piece(i) for i in range(t.get_piece_size())] for t in sides))
+
+
+def their_rows(directory, tokenizer) -> torch.Tensor:
+    """Their row of each of our source ids, from the export's vocab.json."""
     vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
-    return torch.tensor(list(vocab.values()))
+    return torch.tensor([vocab[tokenizer.id_to_piece(i)] for i in range(len(tokenizer))])
 
 
 def test_the_hidden_order_puts_sines_first_as_theirs_do():
@@ -87,11 +96,13 @@ def test_the_hidden_order_puts_sines_first_as_theirs_do():
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap):
     path, model = random_checkpoint(trained, tmp_path / "random.pt", swap, **shape)
-    out, architecture = export_hf(path, tmp_path / "hf")
+    out, architecture, caveat = export_hf(path, tmp_path / "hf")
     assert architecture == ("pegasus" if shape.get("norm", "pre") == "pre" else "marian")
+    assert bool(caveat) == (architecture == "marian" and not shape.get("zero_start"))
     metadata = json.loads((out / "translator.json").read_text())
-    assert metadata["vocabularies"]["architecture"] == architecture
-    rows = their_rows(out)
+    assert metadata["architecture"] == architecture
+    vocab = vocabulary(path)
+    rows, tgt_rows = torch.tensor(vocab.src), torch.tensor(vocab.tgt)
     theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     vt = model.project.out_features
     generator = torch.Generator().manual_seed(0)
@@ -101,33 +112,37 @@ def test_exported_logits_and_greedy_ids_are_ours(trained, tmp_path, shape, swap)
     tgt[:, 0] = BOS
     with torch.no_grad():
         ours = model(src, tgt, torch.ones(4, 1, 1, 9, dtype=torch.bool))
-        got = theirs(input_ids=rows[src], decoder_input_ids=tgt)
-    assert (got.logits[..., :vt] - ours).abs().max() <= 1e-4
-    assert (got.logits[..., vt:] < -1e3).all()  # rows that are no target piece: never chosen
+        got = theirs(input_ids=rows[src], decoder_input_ids=tgt_rows[tgt]).logits
+    written = [i for i in range(vt) if i not in (PAD, 1, BOS)]  # the rest: never chosen
+    assert (got[..., tgt_rows[written]] - ours[..., written]).abs().max() <= 1e-4
+    others = torch.ones(vocab.size, dtype=torch.bool)
+    others[tgt_rows[written]] = False
+    assert (got[..., others] < -1e3).all()
 
     decode = DecodeConfig(precision="fp32", batch_size=8, max_len_a=0.0, max_len_b=24)
     engine = Translator.from_checkpoint(path, torch.device("cpu"), decode)
     sources = [torch.tensor(s) for s in engine.encode(SENTENCES[:4])]
     expected = engine.search([s.numpy() for s in sources])
     assert any(len(ids) == 24 for ids in expected)  # random weights run to the limit
-    assert _generate(theirs, sources, rows, 24) == expected
+    assert _generate(theirs, sources, vocab, 24) == expected
 
 
-def _generate(model, sources: list, rows: torch.Tensor, limit: int) -> list:
-    """Greedy ids from transformers (no start token, no EOS, no padding), one sentence at a
-    time, at most `limit` new tokens as our decoding allows."""
+def _generate(model, sources: list, vocab: Vocabularies, limit: int) -> list:
+    """Greedy ids from transformers (no start token, no EOS, no padding) as our target ids,
+    one sentence at a time, at most `limit` new tokens as our decoding allows."""
+    ours = {row: i for i, row in enumerate(vocab.tgt)}
+    rows = torch.tensor(vocab.src)
     outputs = []
     for ids in sources:
         with torch.no_grad():
-            source = rows[ids[None]]
-            out = model.generate(source, num_beams=1, max_new_tokens=limit)
-        outputs.append([t for t in out[0, 1:].tolist() if t not in (EOS, PAD)])
+            out = model.generate(rows[ids[None]], num_beams=1, max_new_tokens=limit)
+        outputs.append([ours[t] for t in out[0, 1:].tolist() if ours[t] not in (EOS, BOS)])
     return outputs
 
 
 def test_the_export_translates_through_their_pipeline_and_tokenizer(trained, tmp_path):
-    out, architecture = export_hf(trained, tmp_path / "hf")
-    assert architecture == "pegasus"  # the tiny model is pre-norm
+    out, architecture, caveat = export_hf(trained, tmp_path / "hf")
+    assert (architecture, caveat) == ("pegasus", "")  # the tiny model is pre-norm
     names = {p.name for p in out.iterdir()}
     assert {"config.json", "generation_config.json", "model.safetensors"} <= names
     assert {"source.spm", "target.spm", "vocab.json", "target_vocab.json"} <= names
@@ -137,23 +152,24 @@ def test_the_export_translates_through_their_pipeline_and_tokenizer(trained, tmp
         precision="fp32", batch_size=16, recase=False, final_mark=False, max_len_a=0, max_len_b=63
     )
     engine = Translator.from_checkpoint(trained, torch.device("cpu"), decode)  # limits alike
-    rows = their_rows(out)
+    rows = their_rows(out, engine.src_tok)
     for sentence, ids in zip(SENTENCES, engine.encode(SENTENCES), strict=True):
         assert tokenizer(sentence)["input_ids"] == rows[ids].tolist()
-    pieces = engine.tgt_tok.encode("我会买书。")  # their special ids are ours on both sides
-    written = torch.tensor([[BOS, *pieces, EOS, PAD, PAD]])
-    assert tokenizer.batch_decode(written, skip_special_tokens=True) == ["我会买书。"]
-    if int(transformers.__version__.split(".")[0]) < 5:  # 5.0 removed the translation task
-        translate = transformers.pipeline("translation", model=str(out), tokenizer=tokenizer)
-        got = [r["translation_text"] for r in translate(SENTENCES[:10])]
-    else:
-        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out)
-        batch = tokenizer(SENTENCES[:10], return_tensors="pt", padding=True)
-        got = tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True)
+    vocab = vocabulary(trained)  # one vocabulary: the target's pieces by the same file
+    assert their_rows(out, engine.tgt_tok)[4:].tolist() == list(vocab.tgt[4:])
+    text = "我会买书。🔥"  # 🔥 in byte-fallback pieces, which the source's model cannot read
+    pieces = engine.tgt_tok.encode(text)
+    assert "<0xF0>" in [engine.tgt_tok.id_to_piece(i) for i in pieces]
+    written = torch.tensor(vocab.tgt)[torch.tensor([[BOS, *pieces, EOS, PAD, PAD]])]
+    assert tokenizer.batch_decode(written, skip_special_tokens=True) == [text]
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out)
+    batch = tokenizer(SENTENCES[:10], return_tensors="pt", padding=True)
+    got = tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True)
     assert got == engine.translate(SENTENCES[:10])
     assert sum(bool(t) for t in got) == 10
     generation = json.loads((out / "generation_config.json").read_text())
-    assert generation["decoder_start_token_id"] == BOS and generation.get("num_beams", 1) == 1
+    assert generation["decoder_start_token_id"] == vocab.tgt[BOS] == vocab.row("<pad>")
+    assert generation.get("num_beams", 1) == 1
     metadata = json.loads((out / "translator.json").read_text())
     assert metadata["checkpoint"] == str(trained) and len(metadata["sha256"]) == 64
 
@@ -186,24 +202,94 @@ def test_export_and_import_from_the_cli_and_their_errors(trained, tmp_path):
         import_hf(bart, tmp_path / "x.pt")
 
 
+CONVERTED = {"pegasus": {}, "marian": {"norm": "post", "zero_start": True}, "opus-mt": None}
+
+
+@pytest.mark.parametrize("shape", CONVERTED.values(), ids=CONVERTED.keys())
+def test_ct2_transformers_converter_converts_the_export_into_our_translations(
+    trained, tmp_path, monkeypatch, shape
+):
+    """Their converter, unmodified, run as its command runs (its `main`, here, which saves
+    importing transformers again in a process of its own) on the export of a random model
+    of each shape, and of an OPUS-MT-shaped one imported (its start row zero, as theirs);
+    the converted model, given what the export's tokenizer makes of each sentence, writes
+    our greedy ids, and with a beam, what our own CTranslate2 export writes with the same
+    length penalty."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from translator.deploy.export import export
+    from translator.inference.ct2_engine import CTranslate2Translator
+
+    prefix = ""
+    if shape is None:
+        directory, _, _ = opus_shaped(tmp_path, zero_start=True)
+        path = import_hf(directory, tmp_path / "opus.pt", target_token=">>cmn_Hans<<").path
+        assert checkpoint_module.load(path)["config"]["model"]["zero_start"] is True
+        prefix = ">>cmn_Hans<< "  # what our engine puts before each source, they are given
+    else:
+        path, _ = random_checkpoint(trained, tmp_path / "random.pt", **shape)
+    out, architecture, caveat = export_hf(path, tmp_path / "hf")
+    assert caveat == ""
+    from ctranslate2.converters import transformers as converter
+
+    command = ["ct2-transformers-converter", "--model", str(out), "--output_dir"]
+    monkeypatch.setattr(sys, "argv", [*command, str(tmp_path / "ct2")])
+    converter.main()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    sources = [
+        tokenizer.convert_ids_to_tokens(tokenizer(prefix + s)["input_ids"]) for s in SENTENCES
+    ]
+    converted = ctranslate2.Translator(str(tmp_path / "ct2"), intra_threads=1)
+    decode = DecodeConfig(precision="fp32", batch_size=8, max_len_a=0.0, max_len_b=24)
+    engine = Translator.from_checkpoint(path, torch.device("cpu"), decode)
+    ids = engine.encode(SENTENCES)
+    rows = vocabulary(path).src
+    assert [tokenizer.convert_tokens_to_ids(s) for s in sources] == [
+        [rows[i] for i in s] for s in ids
+    ]
+
+    def theirs(beam: int) -> list[list[int]]:
+        results = converted.translate_batch(
+            sources,
+            beam_size=beam,
+            length_penalty=decode.length_penalty,
+            max_decoding_length=24,
+            min_decoding_length=0,  # as ours: an empty translation may win
+        )
+        return [engine.tgt_tok.piece_to_id(r.hypotheses[0]) for r in results]
+
+    expected = engine.search(ids)
+    assert any(len(out) == 24 for out in expected)  # random weights run to the limit
+    assert theirs(1) == expected
+    ours = CTranslate2Translator.from_dir(export(path, tmp_path / "ours.ct2"), decode, threads=1)
+    assert theirs(4) == ours.with_decode(beam=4).search(ids)
+
+
 # ---- import-hf ----
 
 
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_ours_to_theirs_to_ours_is_bit_identical(trained, tmp_path, shape):
+    """Bit for bit, but for a zero-start model's <s> embedding, which nothing reads and
+    which comes back zero."""
     path, model = random_checkpoint(trained, tmp_path / "random.pt", **shape)
-    out, _ = export_hf(path, tmp_path / "hf")
+    out, _, _ = export_hf(path, tmp_path / "hf")
     imported = import_hf(out, tmp_path / "back.pt").path
     before, after = checkpoint_module.load(path), checkpoint_module.load(imported)
     weights = after["model"]
     assert set(weights) == set(before["model"])
     for name, tensor in before["model"].items():
+        if shape.get("zero_start") and name in ("tgt_embed.tokens.weight", "project.weight"):
+            assert not weights[name][BOS].any()
+            tensor = torch.cat(
+                [tensor[:BOS], torch.zeros_like(tensor[BOS : BOS + 1]), tensor[BOS + 1 :]]
+            )
         assert torch.equal(weights[name], tensor), name
     got = after["config"]["model"]
     for key in ("encoder_layers", "decoder_layers", "d_model", "heads", "ff_dim", "norm"):
         assert got[key] == before["config"]["model"][key], key
     assert got["tie_embeddings"] == model.model_cfg.tie_embeddings
     assert (got["activation"], got["output_bias"]) == ("relu", False)
+    assert got["zero_start"] == model.model_cfg.zero_start
     for side in ("src", "tgt"):  # the same pieces, ids and segmentation
         ours, back = (load_tokenizer(p["tokenizer_models"][side]) for p in (before, after))
         assert [ours.id_to_piece(i) for i in range(ours.get_piece_size())] == [
@@ -213,10 +299,11 @@ def test_ours_to_theirs_to_ours_is_bit_identical(trained, tmp_path, shape):
     assert after["imported"]["exported_from"] == str(path)
 
 
-def opus_shaped(tmp_path, seed: int = 0):
+def opus_shaped(tmp_path, seed: int = 0, zero_start: bool = False):
     """A tiny random Marian as OPUS-MT ships them: post-norm, swish, one joint vocabulary
     (</s> 0, <unk> 1, …, language tokens, <pad> last, which starts decoding) read by two
-    unigram SentencePiece models, tied embeddings, a trained-looking output bias."""
+    unigram SentencePiece models, tied embeddings, a trained-looking output bias; with
+    `zero_start`, its <pad> row zero, as real OPUS-MT models have it (random otherwise)."""
     import io
 
     import sentencepiece as spm
@@ -276,6 +363,8 @@ def opus_shaped(tmp_path, seed: int = 0):
                 parameter.add_(torch.randn_like(parameter) * 0.2)
         model.final_logits_bias.normal_(0, 1.0)
         model.final_logits_bias[0, vocab["<pad>"]] = -1e9  # as OPUS-MT's: pad never written
+        if zero_start:
+            model.model.shared.weight[vocab["<pad>"]] = 0
     model.save_pretrained(directory)
     return directory, model, vocab
 
@@ -425,5 +514,22 @@ def test_the_parity_script_finds_every_sentence_identical(trained):
     )
     assert done.returncode == 0, done.stderr
     sentences = done.stdout.split("pegasus, ")[1].split(" sentences")[0]
-    assert f"| {sentences} of {sentences} |" in done.stdout and "differs:" not in done.stdout
-    assert "ours ÷ transformers: " in done.stdout
+    assert "differs" not in done.stdout and "ours ÷ transformers: " in done.stdout
+    for engine in ("transformers generate, greedy", "ct2-transformers-converter"):
+        assert f"{engine}" in done.stdout
+    assert done.stdout.count(f"| {sentences} of {sentences} |") == 3  # and the beam
+
+
+def test_the_onnx_script_refuses_a_pre_norm_checkpoint_before_installing_anything(
+    trained, tmp_path
+):
+    """optimum-onnx needs transformers 4, which ties a Pegasus export's two embeddings: the
+    script says so in one line, before it makes its environment."""
+    data = trained.parents[2] / "prepared"
+    env = tmp_path / "optimum-env"
+    args = (str(trained), "--data", str(data), "--env", str(env))
+    done = run_script("onnx_parity.py", *args, cwd=trained.parent)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ") and "pre-norm" in lines[0]
+    assert not env.exists()

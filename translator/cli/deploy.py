@@ -98,8 +98,10 @@ def export(
     if format_ == "hf":
         from translator.deploy.hf import export_hf
 
-        path, architecture = export_hf(checkpoint, out, force)
+        path, architecture, caveat = export_hf(checkpoint, out, force)
         typer.echo(f"wrote {path} (transformers, {architecture}) from {checkpoint}")
+        if caveat:
+            typer.echo(f"note: {caveat}", err=True)
         return
     from translator.deploy.export import export as run_export
     from translator.inference.engines import beside

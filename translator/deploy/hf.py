@@ -11,8 +11,8 @@ writing it, layer-norm weights, embedding and output-projection columns. The att
 heads' own spaces are not touched.
 
     ours                          Marian / Pegasus
-    src_embed.tokens  [Vs, D]     model.encoder.embed_tokens / model.shared (`Vocabularies`)
-    tgt_embed.tokens  [Vt, D]     model.decoder.embed_tokens / model.shared rows 0…Vt
+    src_embed.tokens  [Vs, D]     model.encoder.embed_tokens (and Pegasus' model.shared)
+    tgt_embed.tokens  [Vt, D]     model.decoder.embed_tokens
     encoder.i.attn.qkv (3 parts)  model.encoder.layers.i.self_attn.{q,k,v}_proj
     encoder.i.attn.out            ….self_attn.out_proj
     encoder.i.attn_block.norm     ….self_attn_layer_norm
@@ -24,14 +24,19 @@ heads' own spaces are not touched.
     decoder.i.cross_attn.out      ….encoder_attn.out_proj
     decoder.i.cross_block.norm    ….encoder_attn_layer_norm
     encoder_norm, decoder_norm    model.encoder.layer_norm, model.decoder.layer_norm (pre-norm)
-    project [Vt, D] (+ bias)      lm_head rows 0…Vt (+ final_logits_bias)
+    project [Vt, D] (+ bias)      lm_head (+ final_logits_bias)
 
 Vocabularies: ours are separate (source and target SentencePiece models, ids 0…V-1 with
-pad 0, unk 1, bos 2, eos 3). Marian gets both embedding matrices padded to one size;
-Pegasus, which shares one matrix, gets the target's pieces first and the source's after
-them, the special ids shared (`Vocabularies`). Rows that are not target pieces get a
-−1e4 `final_logits_bias`, so they are never chosen. `MarianTokenizer` reads both
-SentencePiece models and a vocabulary file per side (`separate_vocabs`).
+pad 0, unk 1, bos 2, eos 3); theirs is one list of pieces, each row one piece, which both
+stacks' matrices index (`Vocabularies`), as `ct2-transformers-converter` requires: it reads
+`tokenizer.get_vocab()` as the source and the target vocabulary alike. Pegasus' encoder
+and decoder embeddings are untied (`tie_word_embeddings` false: transformers 5 keeps them
+apart). Rows that are not target pieces, and our <pad>, <unk> and <s>, get a −1e4
+`final_logits_bias`, so they are never chosen, by `generate` or by CTranslate2.
+`MarianTokenizer` reads both SentencePiece models and that one vocabulary, written twice
+(`vocab.json`, `target_vocab.json`): with `separate_vocabs` it decodes with the target's
+SentencePiece model, without it with the source's, which writes a byte-fallback piece
+of the target (`<0xE4>`) as it reads.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -148,43 +153,42 @@ def _theirs_of(tensor: torch.Tensor, entry: Entry, order: torch.Tensor) -> torch
     return tensor.contiguous()
 
 
-SPECIAL = 4  # <pad>, <unk>, <s>, </s>: ids 0…3 of both our vocabularies
-
-
 @dataclass(frozen=True)
 class Vocabularies:
-    """Where each side's pieces sit among their rows. Marian: both from 0, in matrices of
-    one size. Pegasus (one matrix): the target's pieces from 0, the source's after them, and
-    the special ids 0…3 shared by both sides, as MarianTokenizer has one set of special ids
-    (a side's own special rows would make `skip_special_tokens` miss the other's). Each
-    shared row holds what is read there: the source's <pad>, <unk> and </s> (the encoder
-    reads them; the decoder never reads those three, as it never writes <pad> or <unk> and
-    stops at </s>) and the target's <s> (the decoder's first input). The four special
-    embeddings left over are parked in rows of their own at the end, never read and never
-    written (−1e4 bias), so that `import-hf` gives them back and a round trip is exact."""
+    """One vocabulary for both sides, as OPUS-MT's directories and CTranslate2's converter
+    have it (`tokenizer.get_vocab()`, row for row of every embedding): the target's pieces
+    from row 0 (its <unk>, <s>, </s> and pieces, in our order), then the source's pieces
+    the target lacks, then `<pad>` last, which starts decoding (the converter drops a last
+    `<pad>` from a Marian model and starts it from a zero embedding). Each stack has its
+    own matrix over these rows: a row reads the side's own embedding of that piece (zero
+    where the side lacks it). The decoder's `<pad>` row holds our <s> embedding (its
+    first input) and its `<s>` row, never read, our <pad>: `parked` records that swap, so
+    that `import-hf` gives both back and a round trip is exact."""
 
-    src: int
-    tgt: int
-    architecture: str
+    pieces: tuple[str, ...]  # their rows
+    src: tuple[int, ...]  # their row of each of our source ids
+    tgt: tuple[int, ...]  # their row of each of our target ids
+
+    @classmethod
+    def of(cls, src_pieces: list[str], tgt_pieces: list[str]) -> Vocabularies:
+        theirs = set(tgt_pieces)
+        pieces = [p for p in tgt_pieces if p != "<pad>"]
+        pieces += [p for p in src_pieces if p not in theirs] + ["<pad>"]
+        row = {piece: n for n, piece in enumerate(pieces)}
+        tgt = [row[p] for p in tgt_pieces]
+        tgt[PAD], tgt[BOS] = tgt[BOS], tgt[PAD]
+        return cls(tuple(pieces), tuple(row[p] for p in src_pieces), tuple(tgt))
 
     @property
     def size(self) -> int:
-        if self.architecture == "pegasus":
-            return self.tgt + self.src  # (src − 4) pieces + 4 parked rows
-        return max(self.src, self.tgt)
+        return len(self.pieces)
 
-    def src_rows(self) -> torch.Tensor:
-        """Their row of each of our source ids."""
-        if self.architecture != "pegasus":
-            return torch.arange(self.src)
-        return torch.cat([torch.arange(SPECIAL), self.tgt + torch.arange(self.src - SPECIAL)])
+    def row(self, piece: str) -> int:
+        return self.pieces.index(piece)
 
     def parked(self) -> dict[str, dict[int, int]]:
-        """Pegasus: our special ids whose embeddings are parked, and their rows."""
-        if self.architecture != "pegasus":
-            return {}
-        first = self.tgt + self.src - SPECIAL
-        return {"tgt": {PAD: first, 1: first + 1, EOS: first + 2}, "src": {BOS: first + 3}}
+        """Our target ids whose rows are not their piece's: <pad> at <s>'s."""
+        return {"tgt": {PAD: self.tgt[PAD]}}
 
 
 def to_hf_state(
@@ -194,39 +198,35 @@ def to_hf_state(
     order = hidden_order(model_cfg.d_model)
     state = {e.theirs: _theirs_of(weights[e.ours], e, order) for e in layer_entries(model_cfg)}
 
-    def rows(tensor: torch.Tensor, at: int, size: int = vocab.size) -> torch.Tensor:
-        out = tensor.new_zeros(size, *tensor.shape[1:])
-        out[at : at + len(tensor)] = tensor
+    def rows(tensor: torch.Tensor, at: tuple[int, ...]) -> torch.Tensor:
+        out = tensor.new_zeros(vocab.size, *tensor.shape[1:])
+        out[torch.tensor(at)] = tensor
         return out
 
-    src = weights["src_embed.tokens.weight"][:, order]
-    tgt = weights["tgt_embed.tokens.weight"][:, order]
-    if vocab.architecture == "pegasus":  # one matrix, which both stacks read
-        shared = rows(tgt, 0)
-        shared[vocab.src_rows()] = src
-        shared[BOS] = tgt[BOS]
-        for side, matrix in (("tgt", tgt), ("src", src)):
-            for ours, row in vocab.parked()[side].items():
-                shared[row] = matrix[ours]
-        embeddings = {"model.shared": shared, "model.encoder.embed_tokens": shared}
-        embeddings["model.decoder.embed_tokens"] = shared
-    else:
-        embeddings = {"model.encoder.embed_tokens": rows(src, 0)}
-        embeddings["model.decoder.embed_tokens"] = rows(tgt, 0)
-    state |= {f"{name}.weight": matrix for name, matrix in embeddings.items()}
-    if model_cfg.tie_embeddings and vocab.architecture == "marian":  # lm_head: that matrix
-        state["lm_head.weight"] = embeddings["model.decoder.embed_tokens"]
-    else:  # Pegasus' shared rows 0…3 are partly the source's: its lm_head is stored apart
-        project = tgt if model_cfg.tie_embeddings else weights["project.weight"][:, order]
-        state["lm_head.weight"] = rows(project, 0)
+    encoder = rows(weights["src_embed.tokens.weight"][:, order], vocab.src)
+    decoder = rows(weights["tgt_embed.tokens.weight"][:, order], vocab.tgt)
+    if model_cfg.zero_start:  # what their decoder reads first: zero, as ours does
+        decoder[vocab.tgt[BOS]] = 0
+    state["model.encoder.embed_tokens.weight"] = encoder
+    state["model.decoder.embed_tokens.weight"] = decoder
+    if model_cfg.norm == "pre":  # Pegasus' `shared`: what get_input_embeddings answers
+        state["model.shared.weight"] = encoder
+    if model_cfg.tie_embeddings and model_cfg.norm == "post":  # Marian's lm_head: that matrix
+        state["lm_head.weight"] = decoder
+    else:  # Pegasus ties lm_head to `shared`, the encoder's: stored apart
+        project = weights[
+            "tgt_embed.tokens.weight" if model_cfg.tie_embeddings else "project.weight"
+        ]
+        state["lm_head.weight"] = rows(project[:, order], vocab.tgt)
     bias = torch.full((1, vocab.size), NOT_A_PIECE)
-    bias[0, : vocab.tgt] = weights.get("project.bias", torch.zeros(vocab.tgt))
+    bias[0, torch.tensor(vocab.tgt)] = weights.get("project.bias", torch.zeros(len(vocab.tgt)))
+    bias[0, [vocab.tgt[i] for i in NEVER_OUTPUT]] = NOT_A_PIECE
     state["final_logits_bias"] = bias
     return state
 
 
 def hf_config(model_cfg: ModelConfig, vocab: Vocabularies, transformers) -> Any:
-    """Their model config for ours."""
+    """Their model config for ours, with the keys CTranslate2's converter reads of it."""
     common = dict(
         vocab_size=vocab.size,
         d_model=model_cfg.d_model,
@@ -242,15 +242,17 @@ def hf_config(model_cfg: ModelConfig, vocab: Vocabularies, transformers) -> Any:
         activation_dropout=model_cfg.dropout,
         max_position_embeddings=model_cfg.max_positions,
         scale_embedding=True,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=BOS,
+        pad_token_id=vocab.row("<pad>"),
+        bos_token_id=vocab.row("<pad>"),
+        eos_token_id=vocab.row("</s>"),
+        decoder_start_token_id=vocab.row("<pad>"),
         forced_eos_token_id=None,
-        tie_word_embeddings=model_cfg.tie_embeddings and vocab.architecture == "marian",
+        tie_word_embeddings=model_cfg.tie_embeddings and model_cfg.norm == "post",
         is_encoder_decoder=True,
+        normalize_before=model_cfg.norm == "pre",  # as real Pegasus configs say it
+        normalize_embedding=False,
     )
-    if vocab.architecture == "pegasus":
+    if model_cfg.norm == "pre":
         return transformers.PegasusConfig(**common)
     return transformers.MarianConfig(
         **common, decoder_vocab_size=vocab.size, share_encoder_decoder_embeddings=False
@@ -263,22 +265,17 @@ def _model_class(architecture: str, transformers):
     return transformers.MarianMTModel
 
 
-def _tokenizer_files(out: Path, tokenizers: dict[str, Any], models: dict, vocab: Vocabularies):
-    """Both SentencePiece models and a vocabulary file per side, for MarianTokenizer."""
+def _tokenizer_files(out: Path, models: dict, vocab: Vocabularies):
+    """Both SentencePiece models and the one vocabulary, for MarianTokenizer."""
     (out / "source.spm").write_bytes(models["src"])
     (out / "target.spm").write_bytes(models["tgt"])
-    for name, side, rows in (
-        ("vocab.json", "src", vocab.src_rows().tolist()),
-        ("target_vocab.json", "tgt", range(vocab.tgt)),
-    ):
-        tok = tokenizers[side]
-        pieces = {tok.id_to_piece(i): rows[i] for i in range(tok.get_piece_size())}
-        (out / name).write_text(
-            json.dumps(pieces, ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
-        )
+    pieces = {piece: row for row, piece in enumerate(vocab.pieces)}
+    rows = json.dumps(pieces, ensure_ascii=False, indent=0) + "\n"
+    for name in ("vocab.json", "target_vocab.json"):
+        (out / name).write_text(rows, encoding="utf-8")
     settings = {
         "tokenizer_class": "MarianTokenizer",
-        "separate_vocabs": True,
+        "separate_vocabs": True,  # the same rows, but decoded by target.spm
         "source_lang": "en",
         "target_lang": "zh",
         "unk_token": "<unk>",
@@ -291,6 +288,10 @@ def _tokenizer_files(out: Path, tokenizers: dict[str, Any], models: dict, vocab:
     )
 
 
+def _pieces(tokenizer) -> list[str]:
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -299,10 +300,28 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def export_hf(checkpoint: Path, out: Path, force: bool = False) -> tuple[Path, str]:
-    """Write the transformers directory `out` for `checkpoint`; returns it and the
-    architecture ("marian" or "pegasus")."""
+class Exported(NamedTuple):
+    path: Path
+    architecture: str  # "marian" or "pegasus"
+    caveat: str  # why ct2-transformers-converter would not convert it exactly, or ""
+
+
+CONVERTER_CAVEAT = (
+    "ct2-transformers-converter starts a Marian model's decoder from a zero embedding, and "
+    "this post-norm model starts from its own <s>: transformers decodes the export as we do, "
+    "the converter's model will not; train with model.zero_start = true for one that converts "
+    "exactly"
+)
+
+
+def export_hf(checkpoint: Path, out: Path, force: bool = False) -> Exported:
+    """Write the transformers directory `out` for `checkpoint`."""
     transformers = require_transformers()
+    if int(transformers.__version__.split(".")[0]) < 5:  # ties Pegasus' two embeddings
+        raise UserError(
+            f"export --format hf needs transformers 5.24 or later (this is "
+            f"{transformers.__version__}): pip install 'translator[hf]'"
+        )
     if out.exists() and not force:
         raise UserError(f"{out} exists; pass --force to replace it")
     payload = load_checkpoint(checkpoint)
@@ -310,36 +329,35 @@ def export_hf(checkpoint: Path, out: Path, force: bool = False) -> tuple[Path, s
     model_cfg = config.model
     architecture = ARCHITECTURES[model_cfg.norm]
     models = payload["tokenizer_models"]
-    tokenizers = {side: load_tokenizer(models[side]) for side in ("src", "tgt")}
-    vocab = Vocabularies(
-        tokenizers["src"].get_piece_size(), tokenizers["tgt"].get_piece_size(), architecture
-    )
+    vocab = Vocabularies.of(*(_pieces(load_tokenizer(models[side])) for side in ("src", "tgt")))
     weights = {name: t.detach().float().cpu() for name, t in payload["model"].items()}
     model = _model_class(architecture, transformers)(hf_config(model_cfg, vocab, transformers))
     _load_into(model, to_hf_state(model_cfg, weights, vocab))
     model.generation_config = transformers.GenerationConfig(
-        decoder_start_token_id=BOS,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        pad_token_id=PAD,
-        suppress_tokens=list(NEVER_OUTPUT),
+        decoder_start_token_id=vocab.row("<pad>"),
+        bos_token_id=vocab.row("<pad>"),
+        eos_token_id=vocab.row("</s>"),
+        pad_token_id=vocab.row("<pad>"),
+        suppress_tokens=[vocab.tgt[i] for i in NEVER_OUTPUT],
         num_beams=1,
         do_sample=False,
         max_length=model_cfg.max_positions,
     )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    _tokenizer_files(out, tokenizers, models, vocab)
+    _tokenizer_files(out, models, vocab)
     metadata = {
         "checkpoint": str(checkpoint),
         "sha256": _sha256(checkpoint),
         "architecture": architecture,
-        "vocabularies": asdict(vocab),
+        "vocabularies": {"size": vocab.size, "src": len(vocab.src), "tgt": len(vocab.tgt)},
         "parked": vocab.parked(),
         "config": payload["config"],
     }
     (out / METADATA).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-    return out, architecture
+    start = weights["tgt_embed.tokens.weight"][BOS]
+    unconverted = architecture == "marian" and not model_cfg.zero_start and bool(start.any())
+    return Exported(out, architecture, CONVERTER_CAVEAT if unconverted else "")
 
 
 def _load_into(model, state: dict[str, torch.Tensor]) -> None:
@@ -433,15 +451,12 @@ class Side:
     rows: list[int]
 
 
-def _side(vocab: dict[str, int], specials: dict[str, int], keep) -> Side:
-    """Our specials first (ids 0…3, each from the row `specials` names), then their pieces
-    that `keep` accepts, in their order."""
-    rest = sorted(
-        (row, piece) for piece, row in vocab.items() if piece not in SPECIALS and keep(piece)
-    )
+def _side(vocab: dict[str, int], specials: dict[str, int], pieces: list[str]) -> Side:
+    """Our specials first (ids 0…3, each from the row `specials` names), then `pieces`
+    (of `vocab`) in their order."""
+    rest = [piece for piece in pieces if piece not in SPECIALS]
     return Side(
-        [*SPECIALS, *(piece for _, piece in rest)],
-        [specials[name] for name in SPECIALS] + [row for row, _ in rest],
+        [*SPECIALS, *rest], [specials[name] for name in SPECIALS] + [vocab[p] for p in rest]
     )
 
 
@@ -473,8 +488,12 @@ def _our_tokenizer(model: bytes, side: Side) -> bytes:
     return proto.SerializeToString()
 
 
-def _read_vocabularies(directory: Path, hf: dict) -> tuple[Side, Side, dict[str, bytes]]:
-    """Each side's pieces and rows from MarianTokenizer's files, and our two tokenizers."""
+def _read_vocabularies(
+    directory: Path, hf: dict, ours: bool
+) -> tuple[Side, Side, dict[str, bytes]]:
+    """Each side's pieces and rows from MarianTokenizer's files, and our two tokenizers.
+    The target keeps every piece of a joint vocabulary (OPUS-MT's), or, from `ours` (our
+    own export), the pieces of its target tokenizer."""
     files = {name: directory / name for name in ("source.spm", "target.spm", "vocab.json")}
     absent = [name for name, path in files.items() if not path.is_file()]
     if absent:
@@ -491,29 +510,33 @@ def _read_vocabularies(directory: Path, hf: dict) -> tuple[Side, Side, dict[str,
     named = lambda vocab, fallback: {  # noqa: E731
         name: vocab.get(name, fallback.get(name, pad)) for name in SPECIALS
     }
-    source_spm = files["source.spm"].read_bytes()
-    source_pieces = _spm_pieces(source_spm)
-    # the source keeps the pieces its tokenizer can produce and the language tokens (>>xx<<)
-    src = _side(
-        src_vocab,
-        named(src_vocab, {"<pad>": pad}),
-        lambda p: p in source_pieces or (p.startswith(">>") and p.endswith("<<")),
+    source_spm, target_spm = (
+        files["source.spm"].read_bytes(),
+        (directory / "target.spm").read_bytes(),
     )
+    if ours:  # each side's pieces as its tokenizer orders them
+        src_pieces, tgt_pieces = _spm_pieces(source_spm), _spm_pieces(target_spm)
+    else:  # their order; the source keeps what its tokenizer can produce and >>xx<< tokens
+        known = set(_spm_pieces(source_spm))
+        tgt_pieces = sorted(tgt_vocab, key=tgt_vocab.__getitem__)
+        src_pieces = [
+            p
+            for p in sorted(src_vocab, key=src_vocab.__getitem__)
+            if p in known or (p.startswith(">>") and p.endswith("<<"))
+        ]
+    src = _side(src_vocab, named(src_vocab, {"<pad>": pad}), src_pieces)
     start = hf.get("decoder_start_token_id", pad)
-    tgt = _side(tgt_vocab, named(tgt_vocab, {"<pad>": pad}) | {"<s>": start}, lambda p: True)
-    models = {
-        "src": _our_tokenizer(source_spm, src),
-        "tgt": _our_tokenizer((directory / "target.spm").read_bytes(), tgt),
-    }
+    tgt = _side(tgt_vocab, named(tgt_vocab, {"<pad>": pad}) | {"<s>": start}, tgt_pieces)
+    models = {"src": _our_tokenizer(source_spm, src), "tgt": _our_tokenizer(target_spm, tgt)}
     return src, tgt, models
 
 
-def _spm_pieces(model: bytes) -> set[str]:
+def _spm_pieces(model: bytes) -> list[str]:
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     proto = pb.ModelProto()
     proto.ParseFromString(model)
-    return {p.piece for p in proto.pieces}
+    return [p.piece for p in proto.pieces]
 
 
 def from_hf_state(
@@ -548,7 +571,7 @@ def from_hf_state(
 
     state["src_embed.tokens.weight"] = pick(encoder, src, "src")
     state["tgt_embed.tokens.weight"] = pick(decoder, tgt, "tgt")
-    state["project.weight"] = pick(theirs["lm_head.weight"], tgt, "")
+    state["project.weight"] = pick(theirs["lm_head.weight"], tgt, "tgt")
     if model_cfg.output_bias:
         state["project.bias"] = theirs["final_logits_bias"][0, torch.tensor(tgt.rows)]
     return {name: t.contiguous().clone() for name, t in state.items()}
@@ -565,22 +588,26 @@ def import_hf(
     model_cfg = our_model_config(hf)
     if out.exists() and not force:
         raise UserError(f"{out} exists; pass --force to replace it")
-    src, tgt, models = _read_vocabularies(directory, hf)
+    ours = _our_export(directory)  # our own export: its tying and parked rows, as recorded
+    src, tgt, models = _read_vocabularies(directory, hf, ours is not None)
     if target_token is not None and target_token not in src.pieces:
         raise UserError(f"--target-token {target_token!r} is not in {directory}/vocab.json")
     model = _model_class(hf["model_type"], transformers).from_pretrained(
         directory, local_files_only=True
     )
     theirs = {name: t.detach().float() for name, t in model.state_dict().items()}
-    ours = _our_export(directory)  # our own export: its tying and parked rows, as recorded
     rows = torch.tensor(tgt.rows)
+    written = torch.tensor([r for i, r in enumerate(tgt.rows) if i not in NEVER_OUTPUT])
     bias = theirs.get("final_logits_bias", torch.zeros(1, 1))[0]
     decoder = theirs.get("model.decoder.embed_tokens.weight", theirs.get("model.shared.weight"))
     tied = torch.equal(theirs["lm_head.weight"][rows], decoder[rows])
+    recorded = ours["config"]["model"] if ours else {}
     model_cfg = dataclasses.replace(
         model_cfg,
-        tie_embeddings=bool(ours["config"]["model"]["tie_embeddings"] if ours else tied),
-        output_bias=bool(bias[rows].ne(0).any()) if len(bias) > 1 else False,
+        tie_embeddings=bool(recorded.get("tie_embeddings", tied)),
+        output_bias=bool(bias[written].ne(0).any()) if len(bias) > 1 else False,
+        # a Marian whose start row is zero starts from zero, as its converter assumes
+        zero_start=bool(recorded.get("zero_start", not decoder[tgt.rows[BOS]].any())),
     )
     config = Config()
     config.model = model_cfg
