@@ -55,15 +55,20 @@ def our_engine(source: Path, batch: int) -> Translator:
     )
 
 
-def theirs(
-    directory: Path, engine: Translator, sentences: list[str], batch: int
-) -> tuple[list[str], float]:
+Masked = list[tuple[str, list[str]]]  # each sentence as our engine gives it, and its spans
+
+
+def restored(text: str, found: list[str]) -> str:
+    """Their output with its whitespace runs as ours and its ⦅n⦆ given back their spans."""
+    return spans.unmask(" ".join(text.split()), found).text
+
+
+def theirs(directory: Path, masked: Masked, batch: int) -> tuple[list[str], float]:
     """Batches of `batch` sentences in length order, as ours are, each padded; each given
     as our engine gives it to the model (its spans as ⦅n⦆, restored in the output)."""
     transformers = require_transformers()
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(directory).eval()
-    masked = [engine.for_model(s) for s in sentences]
     sentences = [text for text, _ in masked]
     lengths = [len(ids) for ids in tokenizer(sentences)["input_ids"]]
     order = sorted(range(len(sentences)), key=lengths.__getitem__)
@@ -76,7 +81,7 @@ def theirs(
             generated = model.generate(**inputs, num_beams=1, do_sample=False)
             texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
             for i, text in zip(rows, texts, strict=True):
-                out[i] = spans.unmask(" ".join(text.split()), masked[i][1]).text
+                out[i] = restored(text, masked[i][1])
     return out, time.perf_counter() - start
 
 
@@ -98,7 +103,7 @@ def through_converter(
     model_dir: Path,
     directory: Path,
     engine: Translator,
-    sentences: list[str],
+    masked: Masked,
     batch: int,
     beam: int,
 ) -> tuple[list[str], float]:
@@ -109,7 +114,6 @@ def through_converter(
     transformers = require_transformers()
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     translator = ctranslate2.Translator(str(model_dir), intra_threads=torch.get_num_threads())
-    masked = [engine.for_model(s) for s in sentences]
     tokens = [tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"]) for text, _ in masked]
     start = time.perf_counter()
     results = translator.translate_batch(
@@ -124,8 +128,7 @@ def through_converter(
     out = []
     for result, (_, found) in zip(results, masked, strict=True):
         ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
-        text = " ".join(tokenizer.decode(ids, skip_special_tokens=True).split())
-        out.append(spans.unmask(text, found).text)
+        out.append(restored(tokenizer.decode(ids, skip_special_tokens=True), found))
     return out, seconds
 
 
@@ -161,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         engine = our_engine(source, args.batch)
         mine, my_seconds = timed(engine, sentences)
         rows.append(("translator (PyTorch), greedy", mine, my_seconds, None))
-        their, their_seconds = theirs(directory, engine, sentences, args.batch)
+        masked = [engine.for_model(s) for s in sentences]
+        their, their_seconds = theirs(directory, masked, args.batch)
         rows.append(("transformers generate, greedy", their, their_seconds, mine))
         try:
             import ctranslate2
@@ -170,12 +174,12 @@ def main(argv: list[str] | None = None) -> int:
         if ctranslate2 is not None:
             model_dir = converted(directory, Path(tmp) / "converted")
             label = f"ct2-transformers-converter {ctranslate2.__version__}"
-            got = through_converter(model_dir, directory, engine, sentences, args.batch, 1)
+            got = through_converter(model_dir, directory, engine, masked, args.batch, 1)
             rows.append((f"{label}, greedy", *got, mine))
             beamed = our_ct2(source, Path(tmp) / "ours.ct2", engine, args.beam)
             reference, seconds = timed(beamed, sentences)
             rows.append((f"translator (CTranslate2), beam {args.beam}", reference, seconds, None))
-            got = through_converter(model_dir, directory, engine, sentences, args.batch, args.beam)
+            got = through_converter(model_dir, directory, engine, masked, args.batch, args.beam)
             rows.append((f"{label}, beam {args.beam}", *got, reference))
     n = len(sentences)
     print(

@@ -26,9 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_parity import our_engine
+from hf_parity import our_engine, restored
 
-from translator.data import spans
 from translator.data.layout import read_references
 from translator.data.normalization import normalize_en
 from translator.deploy.hf import export_hf
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit("error: the optimum environment failed (its output is above)")
         result = json.loads((work / "out.json").read_text())
     theirs = [
-        spans.unmask(" ".join(text.split()), found).text
+        restored(text, found)
         for text, (_, found) in zip(result["translations"], masked, strict=True)
     ]
     same = sum(a == b for a, b in zip(mine, theirs, strict=True))

@@ -319,7 +319,7 @@ def export_hf(checkpoint: Path, out: Path, force: bool = False) -> Exported:
     transformers = require_transformers()
     if int(transformers.__version__.split(".")[0]) < 5:  # ties Pegasus' two embeddings
         raise UserError(
-            f"export --format hf needs transformers 5.24 or later (this is "
+            f"export --format hf needs transformers 5 or later (this is "
             f"{transformers.__version__}): pip install 'translator[hf]'"
         )
     if out.exists() and not force:
