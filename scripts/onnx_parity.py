@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     source = checkpoint_in(args.checkpoint)
     sentences = [normalize_en(s) for s in read_references(args.data, args.split)[0]]
     engine = our_engine(source, 64)
-    if engine.model.model_cfg.norm != "post":
+    if engine.engine.model.model_cfg.norm != "post":
         sys.exit(
             "error: optimum-onnx needs transformers 4, which cannot load a pre-norm "
             "(Pegasus) export; pass a post-norm checkpoint"

@@ -20,7 +20,7 @@ from translator.config import DecodeConfig
 from translator.data.layout import read_references
 from translator.deploy.release import release
 from translator.evaluation.scoring import score
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
 
 DTYPES = ("float32", "float16", "bfloat16")

@@ -37,7 +37,7 @@ from common import alone
 
 from translator.data.layout import read_split
 from translator.inference.onednn import use_onednn
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 
 STEP_KINDS = {  # profiler op names → where a decoder step's time goes
     "matrix products": {"mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::bmm"},
@@ -49,17 +49,18 @@ VARIANTS = ("eager", "mkl", "compiled")
 
 def sentences(checkpoint: Path, data: Path | None, count: int) -> list[str]:
     if data is None:
-        data = Path(Translator.from_checkpoint(checkpoint, "cpu").config.data.dir)
+        data = Path(Translator.from_checkpoint(checkpoint, "cpu").engine.config.data.dir)
     english, _ = read_split(data, "test")
     return list(english)[:count]
 
 
 def opened(checkpoint: str, variant: str, beam: int) -> Translator:
     translator = Translator.from_checkpoint(checkpoint, "cpu", precision="fp32", beam=beam)
+    model = translator.engine.model
     if variant != "eager":
-        use_onednn(translator.model, False)
+        use_onednn(model, False)
     if variant == "compiled":
-        translator.model.decode = torch.compile(translator.model.decode, dynamic=True)
+        model.decode = torch.compile(model.decode, dynamic=True)
     return translator
 
 

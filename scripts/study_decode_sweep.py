@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU
 
 from translator.data.layout import read_references
 from translator.evaluation.scoring import reference_streams
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
 
 

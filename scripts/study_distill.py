@@ -35,7 +35,7 @@ from common import alone, load_config, timed_runs
 from translator.data.layout import read_references, split_file
 from translator.deploy.export import export
 from translator.evaluation.scoring import score
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.checkpoint import load as load_checkpoint
 from translator.runtime import keep_freed_memory
 
@@ -77,11 +77,12 @@ def measure(name: str, spec: str, config, sources, references, repeats: int) -> 
         out, per_s[f"torch beam {beam}"] = timed(translator.translate, sources, repeats)
         bleu[f"torch beam {beam}"] = score(out, references).bleu
     with tempfile.TemporaryDirectory() as tmp:
-        from translator.inference.ct2_engine import CTranslate2Translator
+        from translator.inference.ct2_engine import CTranslate2Engine
 
         export(Path(path), Path(tmp) / "int8", "int8")
         greedy = replace(decode, beam=1, batch_size=32, precision="int8")
-        ct2 = CTranslate2Translator.from_dir(Path(tmp) / "int8", greedy, threads=1, workers=2)
+        engine = CTranslate2Engine.from_dir(Path(tmp) / "int8", greedy, threads=1, workers=2)
+        ct2 = Translator(engine, greedy)
         out, per_s["ct2 int8 greedy"] = timed(ct2.translate, sources, repeats)
         bleu["ct2 int8 greedy"] = score(out, references).bleu
     print(f"{name}: {bleu} {per_s}", flush=True)

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from translator.evaluation.scoring import read_eval_set, score
-from translator.inference.document import join, units
-from translator.inference.torch_engine import Translator
+from translator.inference.sentences import join, units
+from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
 
 

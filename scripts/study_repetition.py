@@ -18,7 +18,7 @@ from common import WMT
 
 from translator.data.layout import read_references
 from translator.evaluation.scoring import read_eval_set, score
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
 
 

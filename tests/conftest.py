@@ -170,3 +170,16 @@ def trained(tmp_path_factory) -> Path:
     prepare(config.data)
     train(config, progress=False)
     return tmp / "run/checkpoints/best.pt"
+
+
+def ct2_translator(directory: Path, decode_cfg: Config | None = None, threads: int = 1):
+    """A Translator over a directory `translator export` wrote, decoding with `decode_cfg`
+    (a DecodeConfig; default: the settings exported with the model)."""
+    from translator.inference.ct2_engine import METADATA, CTranslate2Engine
+    from translator.inference.text import Translator
+
+    if decode_cfg is None:
+        meta = json.loads((Path(directory) / METADATA).read_text(encoding="utf-8"))
+        decode_cfg = from_dict({"decode": meta["decode"]}).decode
+    engine = CTranslate2Engine.from_dir(directory, decode_cfg, threads=threads)
+    return Translator(engine, decode_cfg)

@@ -14,7 +14,7 @@ import torch
 from translator.corpus.split import SPLIT_NAMES, plan_split, sentence_keys
 from translator.data.batching import Batch, collate_padded, encode, pad, plan_batches
 from translator.data.tokenizer import Tokenizer
-from translator.inference.search import one_at_a_time
+from translator.inference.search import Greedy, beam_search
 from translator.model.transformer import Transformer
 
 
@@ -66,4 +66,4 @@ def greedy(
     model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, max_lens: torch.Tensor
 ) -> list[list[int]]:
     """Greedy search's ids, each sentence's most probable token at each step."""
-    return [ids for ids, _ in one_at_a_time(model, src, src_mask, max_lens)]
+    return [found[0][0] for found in beam_search(model, src, src_mask, max_lens, Greedy())]

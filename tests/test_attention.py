@@ -12,9 +12,9 @@ from translator.inspect.attention import cross_attention, plot_attention
 
 def test_weights_are_distributions_over_the_source_for_every_written_piece(trained):
     translator = Translator.from_checkpoint(trained, "cpu")
-    decoder = translator.model.decoder
+    decoder = translator.engine.model.decoder
     found = cross_attention(translator, "where is the big station ?")
-    layers, heads = len(decoder), translator.model.model_cfg.heads
+    layers, heads = len(decoder), translator.engine.model.model_cfg.heads
     assert found.weights.shape == (layers, heads, len(found.target), len(found.source))
     assert found.source[-1] == "</s>" and found.target[-1] == "</s>"
     torch.testing.assert_close(found.weights.sum(-1), torch.ones(layers, heads, len(found.target)))

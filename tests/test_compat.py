@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import tiny_config
 
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.inspect.info import describe
 from translator.model import checkpoint
 from translator.training.trainer import train

@@ -1,7 +1,7 @@
 """The glossary in the search: lexically constrained beam search (inference/constraints.py)
 on our engine, term insertion on CTranslate2, names as placeholders on a model trained with
-them, and an imported Marian. Every search (greedy, beam, n-best, sampling) must hold the
-terms; a glossary that matches nothing must change nothing."""
+them, and an imported Marian. Every search (greedy, beam, n-best) must hold the
+terms; a glossary that matches nothing must change nothing; sampling keeps none, and says so."""
 
 from __future__ import annotations
 
@@ -10,16 +10,24 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import generated_pairs, tiny_config, write_tatoeba
+from conftest import (
+    assert_one_line_error,
+    ct2_translator,
+    generated_pairs,
+    run_cli,
+    tiny_config,
+    to_toml,
+    write_tatoeba,
+)
 
 from translator.config import DecodeConfig
 from translator.data.glossary import Glossary, term_ids
 from translator.data.layout import read_split
 from translator.data.tokenizer import EOS
 from translator.errors import UserError
-from translator.inference.constraints import Constraints, _dealt, _repeated
+from translator.inference.constraints import Constrained, PackedTerms, _dealt, _repeated
 from translator.inference.search import Finished
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 
 # the generated corpus's objects, given other Chinese than the corpus's (the model would
 # never write these on its own for these words)
@@ -46,10 +54,8 @@ def holding(lines: list[str]) -> list[str]:
         {},
         {"beam": 3},
         {"beam": 3, "nbest": 3},
-        {"sample": True, "nbest": 2, "seed": 1},
-        {"beam": 3, "glossary_search": "all"},
     ],
-    ids=["greedy", "beam", "n-best", "sampling", "all-constrained"],
+    ids=["greedy", "beam", "n-best"],
 )
 def test_every_search_holds_the_terms(ours, trained, changes):
     lines = holding(sources_of(trained))
@@ -61,6 +67,22 @@ def test_every_search_holds_the_terms(ours, trained, changes):
         missed = [bool(h.missed) for h in found]
         assert found and missed == sorted(missed) and not missed[0]
     assert engine.counts["terms"] >= len(lines) and engine.counts["terms_missed"] == 0
+
+
+def test_sampling_with_a_glossary_is_one_clear_error(ours, trained, tmp_path):
+    """Sampling draws each token: it keeps no terms, so a glossary with it is refused, in
+    the Python API and on the command line; without one, sampling runs."""
+    lines = holding(sources_of(trained))[:3]
+    with pytest.raises(UserError, match="sampling"):
+        ours.with_decode(sample=True).translate(lines, glossary=GLOSSARY)
+    with pytest.raises(ValueError, match="sampling"):
+        ours.with_decode(sample=True, glossary=str(trained))
+    assert len(ours.with_decode(sample=True).translate(lines)) == 3
+    (tmp_path / "tiny.toml").write_text(to_toml(tiny_config(trained.parents[2]).to_dict()))
+    (tmp_path / "terms.tsv").write_text("cat\t狗\n", encoding="utf-8")
+    given = ["-c", "tiny.toml", "--glossary", "terms.tsv"]
+    result = run_cli("translate", *given, "--sample", "Hi.", cwd=tmp_path)
+    assert_one_line_error(result, "decode.glossary", "--sample")
 
 
 def test_a_glossary_that_matches_nothing_changes_nothing(ours, trained):
@@ -89,7 +111,7 @@ def test_a_term_given_twice_is_written_twice(ours):
 def test_progress_through_terms_one_token_at_a_time():
     """Two terms (ids 10 11 and 12) in one sentence, beams (1) of width 1: writing 10 then
     11 meets the first; 10 then 13 breaks it; a repeated term needs a second writing."""
-    constraints = Constraints.of([[[10, 11], [12], [12]]], vocab=20)
+    constraints = Constrained(PackedTerms.of([[[10, 11], [12], [12]]], vocab=20), beam=1)
     constraints.start(1)
     alive = torch.tensor([0])
     origin = torch.zeros(1, 4, dtype=torch.long)
@@ -113,9 +135,8 @@ def test_the_beams_are_dealt_round_robin_over_the_banks():
 
 def test_a_hypothesis_that_missed_a_term_ranks_last():
     kept = Finished(1, 2, torch.device("cpu"))
-    kept.add(torch.tensor([0]), torch.tensor([[5, 6]]), torch.tensor([-0.1]), None,
-             torch.tensor([1]))  # fmt: skip
-    kept.add(torch.tensor([0]), torch.tensor([[7]]), torch.tensor([-3.0]), None, torch.tensor([0]))
+    kept.add(torch.tensor([0]), [[5, 6]], [-0.1], torch.tensor([1]))
+    kept.add(torch.tensor([0]), [[7]], [-3.0], torch.tensor([0]))
     assert [ids for ids, _ in kept.best()[0]] == [[7], [5, 6]]
 
 
@@ -147,10 +168,9 @@ def test_names_go_through_placeholders_and_terms_through_the_search_on_both_engi
     engines = [ours]
     try:
         from translator.deploy.export import export
-        from translator.inference.ct2_engine import CTranslate2Translator
 
         exported = export(checkpoint, tmp_path / "ct2")
-        engines.append(CTranslate2Translator.from_dir(exported, decode))
+        engines.append(ct2_translator(exported, decode, threads=0))
     except UserError:  # CTranslate2 is not installed: our engine alone
         pass
     glossary = {"python": "Python", **GLOSSARY}
@@ -162,22 +182,21 @@ def test_names_go_through_placeholders_and_terms_through_the_search_on_both_engi
             found = engine.with_decode(beam=beam).translate(lines, nbest=1, glossary=glossary)
             assert "Python" in found[0][0].text
             assert all(not h[0].missed for h in found), found
-        assert "placeholders" in engine.glossary_mechanism
-    assert "constrained beam search" in engines[0].glossary_mechanism
+        assert "placeholders" in engine.terms.mechanism(engine.decode_cfg)
+    assert "constrained beam search" in engines[0].terms.mechanism(engines[0].decode_cfg)
 
 
 def test_the_ctranslate2_engine_holds_the_terms_in_every_search(trained, tmp_path):
     pytest.importorskip("ctranslate2")
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Translator
 
-    theirs = CTranslate2Translator.from_dir(export(trained, tmp_path / "ct2"), threads=1)
+    theirs = ct2_translator(export(trained, tmp_path / "ct2"))
     lines = holding(sources_of(trained))
-    for changes in ({}, {"beam": 3, "nbest": 2}, {"sample": True, "nbest": 2, "seed": 1}):
+    for changes in ({}, {"beam": 3, "nbest": 2}):
         engine = theirs.with_decode(**{"nbest": 1, **changes})
         for found in engine.translate(lines, glossary=GLOSSARY):
             assert found and not found[0].missed
-    assert "term insertion" in theirs.glossary_mechanism
+    assert "term insertion" in theirs.terms.mechanism(theirs.decode_cfg)
 
 
 def test_an_imported_marian_holds_the_terms(tmp_path):
@@ -206,7 +225,7 @@ def test_an_imported_marian_holds_the_terms(tmp_path):
 
 
 def test_a_sentence_cut_into_pieces_holds_each_piece_s_terms(ours):
-    """A line longer than the model's positions is cut into pieces (document.py): each term
+    """A line longer than the model's positions is cut into pieces (sentences.py): each term
     goes to the piece whose English holds it."""
     line = ", ".join(["Tom can see the book"] * 12 + ["Mary can see the cat"]) + "."
     prepared = ours.prepare(line, Glossary.of(GLOSSARY))

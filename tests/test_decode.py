@@ -10,8 +10,10 @@ from translator.corpus.pipeline import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split
 from translator.data.tokenizer import BOS, EOS, PAD, UNK
-from translator.inference.search import NEVER_OUTPUT, beam_search, length_penalty, one_at_a_time
-from translator.inference.torch_engine import Translator
+from translator.inference.engine import NEVER_OUTPUT, length_penalty
+from translator.inference.search import Greedy, TopK, beam_search
+from translator.inference.text import Translator
+from translator.inference.torch_engine import TorchEngine
 from translator.model.transformer import Transformer
 from translator.training.trainer import Trainer
 
@@ -28,7 +30,8 @@ def trained(tmp_path_factory):
     trainer = Trainer(config, progress=False)
     trainer.run_dir.start(config.to_dict(), resume=False)
     trainer.fit()
-    translator = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
+    engine = TorchEngine(trainer.model, trainer.src_tok, trainer.tgt_tok)
+    translator = Translator(engine, config.decode)
     sentences = read_split(config.data.dir, "test")[0] + read_split(config.data.dir, "valid")[0]
     return translator, translator.encode(sentences)
 
@@ -52,7 +55,7 @@ def uncached_greedy(model, src, max_lens):
 
 def test_cached_greedy_equals_uncached_re_decoding(trained):
     translator, sources = trained
-    model = translator.model.eval()
+    model = translator.engine.model.eval()
 
     src = pad(sources[:40])
     max_lens = torch.tensor([2 + i % 5 for i in range(40)])  # some stop at EOS, some at limit
@@ -73,8 +76,10 @@ def test_beam_one_is_exactly_greedy(trained):
         src = pad(sources[start : start + 16])
         max_lens = torch.tensor([2 + i % 5 for i in range(len(src))])
         for alpha in (0.0, 0.6, 2.0):
-            beam = beam_search(translator.model, src, padding_mask(src), max_lens, 1, alpha)
-            assert best(beam) == greedy(translator.model, src, padding_mask(src), max_lens)
+            beam = beam_search(
+                translator.engine.model, src, padding_mask(src), max_lens, TopK(1), alpha
+            )
+            assert best(beam) == greedy(translator.engine.model, src, padding_mask(src), max_lens)
     assert greedy_out == translator.search(sources)
 
 
@@ -131,7 +136,13 @@ def test_wide_beam_finds_the_exhaustive_optimum(limit, alpha, seed):
         ]
         ranked = sorted((h for h in scored if h[0] > float("-inf")), key=lambda h: -h[0])[:3]
         found = beam_search(
-            model, src, padding_mask(src), torch.tensor([limit]), len(candidates), alpha, nbest=3
+            model,
+            src,
+            padding_mask(src),
+            torch.tensor([limit]),
+            TopK(len(candidates)),
+            alpha,
+            nbest=3,
         )
     # the n best of every possible output, in order, with the scores the search ranked by
     assert [ids for ids, _ in found[0]] == [ids for _, ids in ranked]
@@ -209,13 +220,14 @@ def test_the_ngram_guard_stops_a_loop_in_greedy_and_beam_search():
     limits, mask = torch.tensor([8, 8]), padding_mask(src)
 
     def greedy_with(guard):
-        return [ids for ids, _ in one_at_a_time(model, src, mask, limits, no_repeat_ngram=guard)]
+        found = beam_search(model, src, mask, limits, Greedy(), no_repeat_ngram=guard)
+        return [hypotheses[0][0] for hypotheses in found]
 
     assert greedy_with(0) == [[4, 5, 4, 5, 4, 5, 4, 5]] * 2
     assert greedy_with(2) == [[4, 5, 4]] * 2  # "4 5" again is blocked: EOS is next best
     assert greedy_with(3) == [[4, 5, 4, 5]] * 2
     for guard in (1, 2, 3):
-        found = beam_search(model, src, mask, limits, 4, 2.0, nbest=4, no_repeat_ngram=guard)
+        found = beam_search(model, src, mask, limits, TopK(4), 2.0, nbest=4, no_repeat_ngram=guard)
         hypotheses = [ids for sentence in found for ids, _ in sentence]
         assert len(hypotheses) == 8
         for ids in hypotheses:
@@ -237,14 +249,14 @@ def test_search_goes_on_while_a_live_hypothesis_can_still_win():
         vocab=7,
     )
     src = torch.tensor([[4, EOS]])
-    found = beam_search(model, src, padding_mask(src), torch.tensor([2]), beam=2, alpha=2.0)
+    found = beam_search(model, src, padding_mask(src), torch.tensor([2]), TopK(2), alpha=2.0)
     assert best(found) == [[6, 4]]
 
 
 def test_unknown_token_is_never_written(trained):
     """<unk> decodes as " ⁇ ": even a model that prefers it above all else never writes it."""
     translator, sources = trained
-    model = translator.model
+    model = translator.engine.model
     hook = model.project.register_forward_hook(
         lambda _m, _i, out: out.index_add(
             -1, torch.tensor([UNK]), torch.full((*out.shape[:-1], 1), 1e4)
@@ -258,7 +270,7 @@ def test_unknown_token_is_never_written(trained):
         max_lens = torch.full((20,), 5)
         for found in (
             greedy(model, src, padding_mask(src), max_lens),
-            best(beam_search(model, src, padding_mask(src), max_lens, beam=3)),
+            best(beam_search(model, src, padding_mask(src), max_lens, TopK(3))),
         ):
             assert all(UNK not in ids for ids in found)
             assert any(ids for ids in found)

@@ -8,7 +8,7 @@ from sacrebleu.metrics import BLEU
 
 from translator.data.layout import read_references
 from translator.evaluation.scoring import reference_streams, score
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 
 SWEEP = Path(__file__).resolve().parents[1] / "scripts" / "study_decode_sweep.py"
 

@@ -29,7 +29,7 @@ from translator.distill.filters import filter_outputs
 from translator.distill.pipeline import Distilled, distill
 from translator.distill.selection import closest, not_shorter
 from translator.errors import UserError
-from translator.inference.text import Hypothesis
+from translator.inference.hypothesis import Hypothesis
 from translator.model.checkpoint import load as load_checkpoint
 
 
@@ -117,7 +117,7 @@ def test_data_prepared_with_a_models_tokenizers_distills(trained, tmp_path):
 
 
 def test_the_teacher_writes_train_targets_as_it_translates(trained, tmp_path):
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
 
     config = teacher_config(trained)
     out = tmp_path / "distilled"
@@ -225,7 +225,7 @@ def teacher_2best_with_human(trained: Path, tmp_path: Path, human_of) -> tuple:
     for line i, and the teacher's 2-best of its English: (config, english, 2-best, human)."""
     import shutil
 
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
 
     data = tmp_path / "data"
     shutil.copytree(teacher_config(trained).data.dir, data)

@@ -10,8 +10,8 @@ import pytest
 from conftest import run_cli
 
 from translator.data.tokenizer import EOS
-from translator.inference.document import Cutter, join, sentences, units
-from translator.inference.torch_engine import Translator
+from translator.inference.sentences import Cutter, join, sentences, units
+from translator.inference.text import Translator
 
 PROJECT = Path(__file__).resolve().parents[1]  # for configs/tiny.toml beside --checkpoint
 
@@ -66,11 +66,11 @@ def test_document_mode_translates_each_sentence_as_if_alone(translator, monkeypa
     document = ["Tom will buy the book. Mary can see the dog.", "", "Tom will buy the book."]
     alone = translator.translate(["Tom will buy the book.", "Mary can see the dog."])
     calls = []
-    real = translator.hypotheses
+    real = translator.engine.search
     monkeypatch.setattr(
-        translator,
-        "hypotheses",
-        lambda s, guarded, terms=None: calls.append(len(s)) or real(s, guarded, terms),
+        translator.engine,
+        "search",
+        lambda s, batches, decode: calls.append(len(s)) or real(s, batches, decode),
     )
     out = translator.translate(document)
     assert out == [join(alone), "", alone[0]]
@@ -104,7 +104,7 @@ def test_nbest_json_lines_from_the_cli(trained, tmp_path):
 
 
 def test_one_warning_per_document_names_the_count(translator, caplog):
-    cutter_room = translator.max_positions
+    cutter_room = translator.engine.max_positions
     long = " ".join(["Tom will buy the book and the car"] * (cutter_room // 4))
     with caplog.at_level(logging.WARNING, logger="translator"):
         out = translator.translate([long + ".", "Hi.", long + "!"])

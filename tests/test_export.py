@@ -9,16 +9,23 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import assert_one_line_error, generated_pairs, run_cli, tiny_config, to_toml
+from conftest import (
+    assert_one_line_error,
+    ct2_translator,
+    generated_pairs,
+    run_cli,
+    tiny_config,
+    to_toml,
+)
 
 from translator.config import DecodeConfig
 from translator.deploy.export import export
 from translator.errors import UserError
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model import checkpoint as checkpoint_module
 
 ct2 = pytest.importorskip("ctranslate2")
-from translator.inference.ct2_engine import CTranslate2Translator  # noqa: E402
+from translator.inference.ct2_engine import CTranslate2Engine  # noqa: E402
 
 SENTENCES = [en for en, _ in generated_pairs(300, seed=7)[:60]] + [
     "Tom?",
@@ -35,7 +42,7 @@ def random_checkpoint(trained, tmp_path, **model_changes):
     payload = checkpoint_module.load(trained)
     payload["config"]["model"].update(model_changes)
     translator = Translator.from_checkpoint(trained, torch.device("cpu"))
-    config = translator.config
+    config = translator.engine.config
     torch.manual_seed(1)
     from translator.model.transformer import Transformer
 
@@ -53,7 +60,7 @@ def random_checkpoint(trained, tmp_path, **model_changes):
 def both(checkpoint, tmp_path, decode: DecodeConfig, quantization=None):
     ours = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode)
     out = export(checkpoint, tmp_path / f"ct2-{quantization}", quantization, force=True)
-    theirs = CTranslate2Translator.from_dir(out, decode, threads=1)
+    theirs = ct2_translator(out, decode)
     return ours, theirs
 
 
@@ -117,7 +124,7 @@ def test_ctranslate2_sampling_is_seeded_and_greedy_at_temperature_zero(trained, 
     hot = DecodeConfig(
         precision="fp32", batch_size=16, sample=True, temperature=1.5, topk=5, seed=3, nbest=2
     )
-    fresh = [CTranslate2Translator.from_dir(tmp_path / "ct2-None", hot) for _ in range(2)]
+    fresh = [ct2_translator(tmp_path / "ct2-None", hot, threads=0) for _ in range(2)]
     first, second = (engine.translate(SENTENCES) for engine in fresh)
     assert first == second and all(len(s) == 2 for s in first if s)
     assert [s[0].text if s else "" for s in first] != greedy
@@ -157,7 +164,7 @@ def test_missing_ctranslate2_is_one_clear_error(trained, tmp_path, monkeypatch):
 
 def test_a_directory_not_written_by_export_is_refused(tmp_path):
     with pytest.raises(UserError, match="not a directory written by `translator export`"):
-        CTranslate2Translator.from_dir(tmp_path)
+        CTranslate2Engine.from_dir(tmp_path)
 
 
 def test_cli_export_then_translate_and_eval_with_either_engine(trained, tmp_path):

@@ -152,7 +152,7 @@ def test_a_mapping_is_checked_as_a_file_is_and_laid_over_another():
 def test_a_term_is_written_as_mid_sentence(trained):
     """The target ids of a term carry no word-start mark (a translation writes the term
     after other characters), and decode back to the term."""
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
 
     tokenizer = Translator.from_checkpoint(trained, "cpu").tgt_tok
     for term in ("汤姆", "猫", "Python", "显卡"):

@@ -16,13 +16,19 @@ import sys
 
 import pytest
 import torch
-from conftest import assert_one_line_error, generated_pairs, run_cli, run_script
+from conftest import (
+    assert_one_line_error,
+    ct2_translator,
+    generated_pairs,
+    run_cli,
+    run_script,
+)
 
 from translator.config import DecodeConfig
 from translator.data.tokenizer import BOS, EOS, PAD, load_tokenizer
 from translator.deploy.hf import Vocabularies, export_hf, hidden_order, import_hf
 from translator.errors import UserError
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model import checkpoint as checkpoint_module
 from translator.model.transformer import Transformer
 from translator.training.resume import ARCHITECTURE
@@ -52,7 +58,7 @@ def random_checkpoint(trained, path, swap_vocabularies=False, **model_changes):
     sizes = [translator.src_tok.get_piece_size(), translator.tgt_tok.get_piece_size()]
     torch.manual_seed(2)
     model = Transformer(
-        dataclasses.replace(translator.config.model, **model_changes),
+        dataclasses.replace(translator.engine.config.model, **model_changes),
         *(sizes[::-1] if swap_vocabularies else sizes),
     )
     with torch.no_grad():
@@ -217,7 +223,6 @@ def test_ct2_transformers_converter_converts_the_export_into_our_translations(
     length penalty."""
     ctranslate2 = pytest.importorskip("ctranslate2")
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Translator
 
     prefix = ""
     if shape is None:
@@ -260,7 +265,7 @@ def test_ct2_transformers_converter_converts_the_export_into_our_translations(
     expected = engine.search(ids)
     assert any(len(out) == 24 for out in expected)  # random weights run to the limit
     assert theirs(1) == expected
-    ours = CTranslate2Translator.from_dir(export(path, tmp_path / "ours.ct2"), decode, threads=1)
+    ours = ct2_translator(export(path, tmp_path / "ours.ct2"), decode)
     assert theirs(4) == ours.with_decode(beam=4).search(ids)
 
 
@@ -395,7 +400,7 @@ def test_an_opus_shaped_marian_decodes_alike_here_in_ctranslate2_and_in_transfor
     ]
     src, tgt = torch.tensor(sources[0])[None], torch.tensor([[2, 7, 9, 11, 5]])  # BOS first
     with torch.no_grad():
-        mine = ours.model(src, tgt, torch.ones(1, 1, 1, src.shape[1], dtype=torch.bool))
+        mine = ours.engine.model(src, tgt, torch.ones(1, 1, 1, src.shape[1], dtype=torch.bool))
         start = torch.tensor([[vocab["<pad>"]]])  # their decoder starts from <pad>
         rows = [vocab[ours.tgt_tok.id_to_piece(i)] for i in tgt[0, 1:].tolist()]
         got = theirs(
@@ -421,10 +426,9 @@ def test_an_opus_shaped_marian_decodes_alike_here_in_ctranslate2_and_in_transfor
     ct2 = pytest.importorskip("ctranslate2")
     del ct2
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Translator
 
     exported = export(done.path, tmp_path / "ct2")
-    assert CTranslate2Translator.from_dir(exported, decode, threads=1).search(sources) == expected
+    assert ct2_translator(exported, decode).search(sources) == expected
 
 
 def test_an_imported_opus_model_fine_tunes_with_its_target_token(tmp_path):
@@ -495,11 +499,10 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
 
     from translator.deploy.decoder import LocalDecoder
     from translator.deploy.server import create_app
-    from translator.inference.engines import open_translator
 
     # the app `serve` builds around what its decoding process loads (serve_decoder), run
     # in a thread: a spawned decoding process would add ten seconds to the suite
-    decoder = LocalDecoder(open_translator(config, done.path))
+    decoder = LocalDecoder(Translator.open(config, done.path))
     app = create_app(decoder, config.decode, config.serve, {"model": str(done.path)})
     with app_in_thread(app) as url:
         status, body = post(url, {"text": SENTENCES[:4]})

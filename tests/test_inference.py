@@ -8,7 +8,8 @@ from translator.config import DecodeConfig
 from translator.corpus.pipeline import prepare
 from translator.data.layout import tokenizer_file
 from translator.data.tokenizer import load_tokenizer
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
+from translator.inference.torch_engine import TorchEngine
 from translator.model.transformer import Transformer
 
 
@@ -20,7 +21,8 @@ def translator(tmp_path, corpus):
     tgt = load_tokenizer(tokenizer_file(config.data.dir, "zh"))
     torch.manual_seed(0)
     model = Transformer(config.model, src.get_piece_size(), tgt.get_piece_size())
-    return Translator(model, src, tgt, DecodeConfig(batch_size=3, max_len_a=1.0, max_len_b=4))
+    decode = DecodeConfig(batch_size=3, max_len_a=1.0, max_len_b=4)
+    return Translator(TorchEngine(model, src, tgt), decode)
 
 
 def test_batched_translation_equals_one_at_a_time_in_input_order(translator):

@@ -3,7 +3,7 @@ from conftest import generated_pairs, tiny_config
 
 from translator.corpus.pipeline import prepare
 from translator.data.layout import split_file
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.training.trainer import train
 
 

@@ -23,7 +23,7 @@ from translator.data.layout import split_file, tokenizer_file
 from translator.data.lines import read_lines
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model import checkpoint
 from translator.model.ema import WeightEMA
 from translator.model.rundir import RunDir

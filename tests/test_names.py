@@ -10,7 +10,7 @@ import torch
 from translator.data import names
 from translator.data.glossary import Glossary
 from translator.data.layout import words_file
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.checkpoint import load as load_checkpoint
 
 KNOWN = frozenset(
@@ -40,7 +40,7 @@ def test_the_words_travel_from_prepare_to_the_checkpoint_and_the_export(trained,
     assert set(listed) == set(counts)
     # the tiny corpus's few words are fewer than a model needs to tell a name from a word
     assert len(listed) < names.FEWEST_WORDS and names.known(listed) is None
-    assert Translator.from_checkpoint(trained, "cpu").known_words is None
+    assert Translator.from_checkpoint(trained, "cpu").engine.known_words is None
     pytest.importorskip("ctranslate2")
     from translator.deploy.export import export
     from translator.inference.ct2_engine import SOURCE_WORDS
@@ -54,7 +54,9 @@ def ours(trained) -> Translator:
     """The tiny model, told the words of its corpus as a model trained on enough words
     would be (the tiny corpus has fewer than FEWEST_WORDS)."""
     translator = Translator.from_checkpoint(trained, torch.device("cpu"))
-    translator.known_words = frozenset(names.listed(load_checkpoint(trained)["source_words"]))
+    translator.engine.known_words = frozenset(
+        names.listed(load_checkpoint(trained)["source_words"])
+    )
     return translator
 
 
@@ -73,7 +75,7 @@ def test_an_unknown_name_passes_through_verbatim(ours):
 def test_an_unknown_name_is_a_placeholder_on_a_model_trained_with_them(ours):
     """Where the model has placeholders, the name is carried as ⦅n⦆ and given back as
     written, as a URL is."""
-    ours._placeholders = True  # as a model trained with data.placeholders sees its input
+    ours.terms.placeholders = True  # as a model trained with data.placeholders sees its input
     prepared = ours.prepare("I use Wikipedia at https://example.com every day.")
     assert prepared.text == "I use ⦅1⦆ at ⦅2⦆ every day."
     assert prepared.spans == ["Wikipedia", "https://example.com"]

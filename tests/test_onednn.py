@@ -13,8 +13,8 @@ from translator.config import ModelConfig
 from translator.data.batching import pad, padding_mask
 from translator.inference import onednn
 from translator.inference.onednn import OneDNNLinear, use_onednn
-from translator.inference.search import beam_search
-from translator.inference.torch_engine import Translator
+from translator.inference.search import TopK, beam_search
+from translator.inference.text import Translator
 from translator.model.transformer import Transformer
 
 needs_onednn = pytest.mark.skipif(not onednn.available(), reason="oneDNN needs an x86-64 CPU")
@@ -90,20 +90,20 @@ def test_decoding_outputs_equal_with_either_kernel(trained):
     """The tiny trained model decodes the same sentences the same way with either kernel
     (greedy and beam 4); from_checkpoint switches only when decode.onednn says so."""
     translator = Translator.from_checkpoint(trained, torch.device("cpu"))
-    config = translator.config
-    assert config.decode.onednn and linear_kinds(translator.model) == {OneDNNLinear}
+    config = translator.engine.config
+    assert config.decode.onednn and linear_kinds(translator.engine.model) == {OneDNNLinear}
     off = Translator.from_checkpoint(
         trained, torch.device("cpu"), replace(config.decode, onednn=False)
     )
-    assert linear_kinds(off.model) == {nn.Linear}
+    assert linear_kinds(off.engine.model) == {nn.Linear}
     sentences = ["i have a cat .", "where is the big station ?", "he goes with her ."] * 4
     src = pad(translator.encode(sentences))
     mask, limits = padding_mask(src), torch.full((len(sentences),), 12)
     for search in (
         lambda m: greedy(m, src, mask, limits),
-        lambda m: [h[0][0] for h in beam_search(m, src, mask, limits, beam=4)],
+        lambda m: [h[0][0] for h in beam_search(m, src, mask, limits, TopK(4))],
     ):
-        assert search(translator.model) == search(off.model)
+        assert search(translator.engine.model) == search(off.engine.model)
 
 
 @needs_onednn

@@ -123,7 +123,7 @@ def outputs(checkpoint: Path, work: Path) -> dict:
     """What both engines give for LINES: every setting, serve's answers (torch), and the
     ids `translator attention` reads for two sentences."""
     from translator.config import from_dict
-    from translator.inference.engines import open_translator
+    from translator.inference.text import Translator
     from translator.model.checkpoint import load
 
     glossary_file = work / "glossary.tsv"
@@ -132,7 +132,7 @@ def outputs(checkpoint: Path, work: Path) -> dict:
     raw["decode"] |= {"precision": "fp32", "engine": "torch", "workers": 1, "threads": 1}
     raw["train"]["device"] = "cpu"
     config = from_dict(raw)
-    ours = open_translator(config, checkpoint)
+    ours = Translator.open(config, checkpoint)
     results = {"torch": engine_outputs(ours, glossary_file), "serve": serve_outputs(ours)}
     results["attention"] = [
         [ids.tolist(), out] for ids, out in map(ours.decoded, ["Tom will buy the book.", LINES[10]])
@@ -142,7 +142,7 @@ def outputs(checkpoint: Path, work: Path) -> dict:
 
         exported = export(checkpoint, work / "ct2")
         config.decode.engine, config.decode.model_dir = "ctranslate2", str(exported)
-        results["ctranslate2"] = engine_outputs(open_translator(config, checkpoint), glossary_file)
+        results["ctranslate2"] = engine_outputs(Translator.open(config, checkpoint), glossary_file)
     return results
 
 

@@ -39,10 +39,10 @@ OTHER = "She should draw the flower."
 
 @pytest.fixture(scope="module")
 def model(trained):
-    from translator.inference.engines import open_translator
+    from translator.inference.text import Translator
 
     config = tiny_config(trained.parents[2])
-    return config, open_translator(config, trained), trained
+    return config, Translator.open(config, trained), trained
 
 
 def app_for(model, **serve):
@@ -52,8 +52,8 @@ def app_for(model, **serve):
 
     config, translator, checkpoint = model
     about = {
-        "engine": translator.engine_name,
-        "precision": translator.precision,
+        "engine": translator.engine.about.name,
+        "precision": translator.engine.about.precision,
         "model": str(checkpoint),
         "checkpoint": str(checkpoint),
     }

@@ -1,5 +1,5 @@
 """Decoding precision (`decode.precision`, inference/precision.py) on both engines, and the
-engine `decode.engine auto` takes (inference/engines.py): fp32 is today's output exactly,
+engine `decode.engine auto` takes (inference/factory.py): fp32 is today's output exactly,
 bf16 and int8 stay close to it, and the export beside a checkpoint is taken only when it is
 an export of that very checkpoint and ctranslate2 is there."""
 
@@ -11,13 +11,13 @@ import shutil
 
 import pytest
 import torch
-from conftest import run_cli, tiny_config, to_toml
+from conftest import ct2_translator, run_cli, tiny_config, to_toml
 
 from translator.config import DecodeConfig
 from translator.data.layout import read_split
 from translator.errors import UserError
-from translator.inference import engines, precision
-from translator.inference.torch_engine import Translator
+from translator.inference import factory, precision
+from translator.inference.text import Translator
 
 CPU = torch.device("cpu")
 has_ct2 = importlib.util.find_spec("ctranslate2") is not None
@@ -56,7 +56,7 @@ def test_fp32_is_todays_output(trained):
     """fp32 decodes the float32 model through oneDNN, as every release before did."""
     lines = lines_of(trained)
     ours = Translator.from_checkpoint(trained, CPU, decode("fp32"))
-    assert ours.precision == "fp32"
+    assert ours.engine.about.precision == "fp32"
     plain = Translator.from_checkpoint(trained, CPU, decode("fp32", onednn=False))
     assert ours.translate(lines) == plain.translate(lines)
 
@@ -66,12 +66,12 @@ def test_bf16_and_int8_stay_close_to_fp32(trained, name):
     lines = lines_of(trained)
     fp32 = Translator.from_checkpoint(trained, CPU, decode("fp32"))
     other = Translator.from_checkpoint(trained, CPU, decode(name))
-    assert other.precision == name
+    assert other.engine.about.precision == name
     if name == "bf16":
-        assert next(other.model.parameters()).dtype == torch.bfloat16
+        assert next(other.engine.model.parameters()).dtype == torch.bfloat16
     else:
         quantized = torch.ao.nn.quantized.dynamic.Linear
-        assert sum(isinstance(m, quantized) for m in other.model.modules()) > 10
+        assert sum(isinstance(m, quantized) for m in other.engine.model.modules()) > 10
     same = sum(a == b for a, b in zip(fp32.translate(lines), other.translate(lines), strict=True))
     assert same >= 0.8 * len(lines), f"{same} of {len(lines)} as fp32"
     # the scores of one sentence's n best, read back in float32, near fp32's
@@ -89,17 +89,16 @@ def test_int8_is_refused_on_cuda_tensors():
 @pytest.mark.skipif(not has_ct2, reason="ctranslate2 is not installed")
 def test_ctranslate2_fp32_equals_ours_and_int8_stays_close(trained, tmp_path):
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Translator
 
     exported = export(trained, tmp_path / "ct2")
     lines = lines_of(trained)
     ours = Translator.from_checkpoint(trained, CPU, decode("fp32")).translate(lines)
-    theirs = CTranslate2Translator.from_dir(exported, decode("fp32"), threads=1)
-    assert theirs.precision == "fp32"
+    theirs = ct2_translator(exported, decode("fp32"))
+    assert theirs.engine.about.precision == "fp32"
     assert theirs.translate(lines) == ours
-    int8 = CTranslate2Translator.from_dir(exported, decode("int8"), threads=1)
+    int8 = ct2_translator(exported, decode("int8"))
     same = sum(a == b for a, b in zip(int8.translate(lines), ours, strict=True))
-    assert int8.precision == "int8" and same >= 0.8 * len(lines)
+    assert int8.engine.about.precision == "int8" and same >= 0.8 * len(lines)
 
 
 def project(trained, tmp_path):
@@ -149,20 +148,20 @@ def test_auto_leaves_an_export_of_another_checkpoint(trained, tmp_path, monkeypa
     from translator.deploy.export import export
 
     checkpoint, config_file = project(trained, tmp_path)
-    export(checkpoint, engines.beside(checkpoint))
+    export(checkpoint, factory.beside(checkpoint))
     config = tiny_config(trained.parents[2])
-    assert engines.choose(config, checkpoint).engine == "ctranslate2"
+    assert factory.choose_engine(config, checkpoint).engine == "ctranslate2"
     with checkpoint.open("ab") as f:  # trained further, or replaced: another file
         f.write(b"\0")
-    choice = engines.choose(config, checkpoint)
+    choice = factory.choose_engine(config, checkpoint)
     assert choice.engine == "torch" and "of another checkpoint" in choice.reason
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert "needs ctranslate2" in engines.choose(config, checkpoint).reason
+    assert "needs ctranslate2" in factory.choose_engine(config, checkpoint).reason
 
 
 def test_the_engine_line_names_engine_and_precision(trained):
     config = tiny_config(trained.parents[2])
     config = dataclasses.replace(config, decode=decode("int8"))
-    translator = engines.open_translator(config, trained)
+    translator = Translator.open(config, trained)
     assert translator.engine_line.startswith("engine: torch, int8 (")
-    assert translator.engine_name == "torch" and translator.origin == trained
+    assert translator.engine.about.name == "torch" and translator.engine.about.origin == trained

@@ -15,8 +15,7 @@ from translator.data.batching import pad, padding_mask
 from translator.data.tokenizer import BOS, EOS
 from translator.deploy.release import release
 from translator.errors import UserError
-from translator.inference.engines import open_translator
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model import checkpoint
 from translator.training.trainer import train
 
@@ -27,7 +26,7 @@ GREEDY = DecodeConfig(beam=1)
 def logits(path, outputs, sources=SENTENCES[:20]):
     """Output logits of the model in `path` with `outputs` as the target prefix."""
     translator = Translator.from_checkpoint(path, "cpu", GREEDY)
-    model, src_tok, tgt_tok = translator.model, translator.src_tok, translator.tgt_tok
+    model, src_tok, tgt_tok = translator.engine.model, translator.src_tok, translator.tgt_tok
     src = pad([np.array(src_tok.encode(s) + [EOS]) for s in sources])
     tgt = pad([np.array([BOS] + tgt_tok.encode(s)) for s in outputs])
     with torch.no_grad():
@@ -100,7 +99,7 @@ def test_cli_release_then_translate_eval_info_and_serve_load_it(trained, tmp_pat
     assert scored.returncode == 0 and "BLEU = " in scored.stdout, scored.stderr
     info = run_cli("info", "model.pt", cwd=tmp_path)
     assert f"release of {trained}: bfloat16 weights, no training state" in info.stdout
-    served = open_translator(
+    served = Translator.open(
         replace(config, train=replace(config.train, device="cpu")), tmp_path / "model.pt"
     )
     assert served.translate(["Tom can see the cat."]) == [said.stdout.strip()]

@@ -10,9 +10,9 @@ from translator.config import DecodeConfig
 from translator.data.batching import pad, padding_mask
 from translator.errors import UserError
 from translator.inference.repeats import block_repeats
-from translator.inference.sampling import TokenSampling, choose, restrict
-from translator.inference.search import one_at_a_time
-from translator.inference.torch_engine import Translator
+from translator.inference.sampling import TokenSampling, draw, restrict
+from translator.inference.search import Greedy, beam_search
+from translator.inference.text import Translator
 
 SENTENCES = ["Tom will buy the book.", "Mary can see the dog.", "The cat likes the car."]
 
@@ -31,7 +31,7 @@ def sources(translator):
 
 
 def trained_data(translator):
-    return translator.config.data.dir
+    return translator.engine.config.data.dir
 
 
 def test_nbest_is_ranked_and_its_first_is_the_plain_translation(translator):
@@ -73,12 +73,12 @@ def test_sampled_tokens_stay_within_top_k_and_top_p():
     logits = torch.randn(64, 50, generator=generator) * 3
     best3 = logits.topk(3, dim=-1).indices
     for _ in range(50):
-        drawn = choose(logits, TokenSampling(temperature=2.0, topk=3, generator=generator))
+        drawn = draw(logits, TokenSampling(temperature=2.0, topk=3, generator=generator))
         assert (best3 == drawn[:, None]).any(dim=1).all()
     ordered = logits.softmax(-1).sort(dim=-1, descending=True)
     needed = (ordered.values.cumsum(-1) < 0.5).sum(-1) + 1  # the smallest set with 0.5
     for _ in range(50):
-        drawn = choose(logits, TokenSampling(topp=0.5, generator=generator))
+        drawn = draw(logits, TokenSampling(topp=0.5, generator=generator))
         rank = (ordered.indices == drawn[:, None]).float().argmax(dim=1)
         assert (rank < needed).all()
 
@@ -123,12 +123,12 @@ def repeated_ngrams(ids: list[int], n: int) -> int:
 
 
 def test_the_guard_applies_to_real_model_outputs_too(translator, sources):
-    model = translator.model
+    model = translator.engine.model
     src = pad(sources[:24])
     max_lens = torch.full((24,), 30)  # long limits: a small model loops
-    found = one_at_a_time(model, src, padding_mask(src), max_lens, no_repeat_ngram=2)
-    loose = [ids for ids, _ in one_at_a_time(model, src, padding_mask(src), max_lens)]
-    assert all(repeated_ngrams(ids, 2) == 0 for ids, _ in found)
+    found = beam_search(model, src, padding_mask(src), max_lens, Greedy(), no_repeat_ngram=2)
+    loose = [h[0][0] for h in beam_search(model, src, padding_mask(src), max_lens, Greedy())]
+    assert all(repeated_ngrams(h[0][0], 2) == 0 for h in found)
     assert any(repeated_ngrams(ids, 2) for ids in loose)  # the guard had work to do
 
 

@@ -25,8 +25,8 @@ import torch
 from conftest import assert_one_line_error, run_cli, tiny_config, to_toml
 
 from translator.config import DecodeConfig, ServeConfig
-from translator.inference.text import Hypothesis
-from translator.inference.torch_engine import Translator
+from translator.inference.hypothesis import Hypothesis
+from translator.inference.text import Translator
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")

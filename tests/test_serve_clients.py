@@ -15,7 +15,7 @@ from conftest import tiny_config, to_toml
 pytest.importorskip("fastapi")
 from test_serve import serving  # noqa: E402
 
-from translator.inference.torch_engine import Translator  # noqa: E402
+from translator.inference.text import Translator  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import generated_pairs, tiny_config, write_tatoeba
+from conftest import ct2_translator, generated_pairs, tiny_config, write_tatoeba
 
 from translator.data import spans
 from translator.data.layout import read_split, tokenizer_file
 from translator.data.tokenizer import load_tokenizer
 from translator.evaluation import entities
-from translator.inference.text import TextTranslator, _mark_for
+from translator.inference.engine import About
+from translator.inference.text import Translator, _mark_for
 
 
 def test_every_span_of_the_entity_suite_is_found_and_nothing_else():
@@ -178,28 +179,42 @@ def test_prepare_puts_placeholders_in_train_pairs_only_and_keeps_them_whole(mask
     assert tokenizer.piece_to_id("⦅9⦆") == tokenizer.unk_id()  # eight placeholders only
 
 
-class Copying(TextTranslator):
-    """A stand-in engine that writes its source back through the target tokenizer, and
-    drops what `drop` names: the text path around any engine, with nothing learnt."""
+class Copying:
+    """A stand-in engine (inference/engine.py's `Engine`) that writes its source back
+    through the target tokenizer, and drops what `drop` names: the text path around any
+    engine, with nothing learnt. `seen`: every source it was given."""
 
-    drop: tuple[str, ...] = ()
+    constrains, known_words, src_prefix = True, None, ""
+    about = About("copying", "fp32")
     add: str = ""  # written after every source: a placeholder of the model's own
 
-    def hypotheses(self, sources, guarded=None, terms=None):
-        out = []
-        for ids in sources:
-            text = self.src_tok.decode([int(i) for i in ids[:-1]])
-            for gone in self.drop:
-                text = text.replace(gone, "")
-            out.append([(self.tgt_tok.encode(text + self.add), -1.0)])
+    def __init__(self, src_tok, tgt_tok, max_positions: int, drop: tuple[str, ...] = ()):
+        self.src_tok, self.tgt_tok, self.max_positions, self.drop = (
+            src_tok,
+            tgt_tok,
+            max_positions,
+            drop,
+        )
+        self.seen: list = []
+
+    def batch_size(self, decode_cfg) -> int:
+        return decode_cfg.batch_size
+
+    def search(self, sources, batches, decode_cfg):
+        out = [[] for _ in sources]
+        for batch in batches:
+            for i in batch.rows:
+                self.seen.append(sources[i])
+                text = self.src_tok.decode([int(t) for t in sources[i][:-1]])
+                for gone in self.drop:
+                    text = text.replace(gone, "")
+                out[i] = [(self.tgt_tok.encode(text + self.add), -1.0)]
         return out
 
 
-def copying(config, drop=()) -> Copying:
+def copying(config, drop=()) -> Translator:
     tokenizers = [load_tokenizer(tokenizer_file(config.data.dir, lang)) for lang in ("en", "zh")]
-    engine = Copying(*tokenizers, config.decode, config.model.max_positions)
-    engine.drop = drop
-    return engine
+    return Translator(Copying(*tokenizers, config.model.max_positions, drop), config.decode)
 
 
 def test_the_text_path_carries_spans_as_placeholders_and_names_the_lost(masked_run):
@@ -227,7 +242,7 @@ def test_a_placeholder_the_model_writes_on_its_own_never_reaches_the_output(mask
     one more than it has): it is dropped, whether or not the sentence had spans."""
     config, _ = masked_run
     engine = copying(config)
-    engine.add = "⦅1⦆"
+    engine.engine.add = "⦅1⦆"
     assert engine.translate(["Tom is here.", "It costs 12.50 dollars."]) == [
         "Tom is here.",
         "It costs 12.50 dollars.",
@@ -303,7 +318,7 @@ def test_without_placeholders_spans_are_checked_as_written(masked_run):
     line = "Order KX-4821 came at 10:30."
     for drop, lost in (((), ()), (("4821",), ("KX-4821",))):
         engine = copying(config, drop=drop)
-        engine._placeholders = False  # a model trained without them
+        engine.terms.placeholders = False  # a model trained without them
         found = engine.translate([line], nbest=1)[0][0]
         assert found.lost == lost and found.text == line.replace("4821", "" if drop else "4821")
 
@@ -311,11 +326,7 @@ def test_without_placeholders_spans_are_checked_as_written(masked_run):
 def test_a_sentence_without_a_final_mark_is_translated_with_one(masked_run):
     config, _ = masked_run
     engine = copying(config)
-    seen = []
-    hypotheses = engine.hypotheses
-    engine.hypotheses = lambda sources, guarded, terms=None: (
-        seen.extend(sources) or hypotheses(sources)
-    )
+    seen = engine.engine.seen
     assert engine.translate("It costs 12.50 dollars") == "It costs 12.50 dollars."
     assert engine.src_tok.decode([int(i) for i in seen[-1][:-1]]) == "It costs ⦅1⦆ dollars."
     assert engine.translate("It costs 12.50 dollars.") == "It costs 12.50 dollars."
@@ -352,12 +363,11 @@ def test_a_placeholder_model_gives_the_same_output_and_losses_on_both_engines(
     import torch
 
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Translator
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
 
     config, checkpoint = masked_model
     ours = Translator.from_checkpoint(checkpoint, torch.device("cpu"), config.decode)
-    theirs = CTranslate2Translator.from_dir(export(checkpoint, tmp_path / "ct2"), config.decode)
+    theirs = ct2_translator(export(checkpoint, tmp_path / "ct2"), config.decode, threads=0)
     assert ours.placeholders and theirs.placeholders
     lines = [s.text for s in entities.suite(30)] + [en for en, _ in NUMBERED]
     lost = appended = 0
@@ -386,17 +396,17 @@ def test_the_digit_guard_keeps_digits_out_where_the_source_has_none(masked_model
     has a digit of its own, and the lines keep their order."""
     import torch
 
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
 
     config, checkpoint = masked_model
     engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), config.decode)
-    digits = engine.digit_pieces
+    digits = engine.terms.digits
     pieces = [engine.tgt_tok.id_to_piece(i) for i in digits]
     assert {f"<0x3{d}>" for d in range(10)} <= set(pieces)  # byte fallback's digits too
     assert not set(spans.PLACEHOLDERS) & set(pieces)
     assert all(any(c.isdigit() for c in p) for p in pieces)
     five = engine.tgt_tok.piece_to_id("<0x35>")
-    hook = engine.model.project.register_forward_hook(
+    hook = engine.engine.model.project.register_forward_hook(
         lambda _m, _i, out: out.index_add(
             -1, torch.tensor([five]), torch.full((*out.shape[:-1], 1), 30.0)
         )

@@ -10,7 +10,8 @@ import torch
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
 from translator.errors import UserError
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
+from translator.inference.torch_engine import TorchEngine
 from translator.model import checkpoint
 from translator.model.rundir import RunDir
 from translator.training import oom
@@ -37,9 +38,12 @@ def test_checkpoint_round_trip_gives_identical_translations(config, tmp_path):
     trainer.run_dir.start(config.to_dict(), resume=False)
     trainer.fit()
     sentences = read_lines(split_file(config.data.dir, "test", "en"))
-    in_memory = Translator(trainer.model, trainer.src_tok, trainer.tgt_tok, config.decode)
+    engine = TorchEngine(trainer.model, trainer.src_tok, trainer.tgt_tok)
+    in_memory = Translator(engine, config.decode)
     loaded = Translator.from_checkpoint(tmp_path / "run/checkpoints/last.pt", CPU)
-    saved_config = loaded.config  # as the trainer resolved it: pad_to_multiple 0 is 1 in fp32
+    saved_config = (
+        loaded.engine.config
+    )  # as the trainer resolved it: pad_to_multiple 0 is 1 in fp32
     assert saved_config == trainer.config and saved_config.train.pad_to_multiple == 1
     assert replace(saved_config, train=replace(saved_config.train, pad_to_multiple=0)) == config
     assert loaded.translate(sentences) == in_memory.translate(sentences)
@@ -127,9 +131,9 @@ def test_validation_decodes_greedily_whatever_decode_beam_says(config, monkeypat
     beams = []
 
     class Recording(Translator):
-        def __init__(self, model, src_tok, tgt_tok, decode, *rest):
+        def __init__(self, engine, decode):
             beams.append(decode.beam)
-            super().__init__(model, src_tok, tgt_tok, decode, *rest)
+            super().__init__(engine, decode)
 
     monkeypatch.setattr(train_module, "Translator", Recording)
     trainer._validate()

@@ -15,7 +15,7 @@ def __getattr__(name: str):
     """`Translator` is imported on first use, so that commands without a model (prepare)
     start without loading PyTorch."""
     if name == "Translator":
-        from translator.inference.torch_engine import Translator
+        from translator.inference.text import Translator
 
         return Translator
     raise AttributeError(f"module 'translator' has no attribute {name!r}")

@@ -213,7 +213,7 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output limit: a * source tokens + b
     max_len_b: int = 10
     # auto: the CTranslate2 export beside the checkpoint where there is one and ctranslate2
-    # is installed (inference/engines.py), else ours; torch: ours; ctranslate2: model_dir
+    # is installed (inference/factory.py), else ours; torch: ours; ctranslate2: model_dir
     engine: Literal["auto", "torch", "ctranslate2"] = "auto"
     model_dir: str = ""  # the exported directory the ctranslate2 engine reads
     # weights in auto | fp32 | bf16 | int8, for either engine (inference/precision.py)
@@ -230,12 +230,6 @@ class DecodeConfig:
     keep_names: bool = True  # a capitalised word the model never saw passes through verbatim
     glossary: str = ""  # a TSV or CSV of English terms and their Chinese (data/glossary.py)
     glossary_beam: int = 4  # the fewest beams a sentence with glossary terms is searched with
-    # search: every term a constraint of the search (names X → X placeholders where the model
-    # has them); placeholders: every term a placeholder (a model trained with them only)
-    glossary_mode: Literal["search", "placeholders"] = "search"
-    # missing: searched as without a glossary, then with constraints where a term is missing;
-    # all: every sentence with a term searched with constraints
-    glossary_search: Literal["missing", "all"] = "missing"
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching
@@ -279,6 +273,11 @@ class DecodeConfig:
         _require(
             self.sample or wrong is None,
             f"decode.nbest ({self.nbest}) {wrong} (or sample with decode.sample)",
+        )
+        _require(
+            not (self.sample and self.glossary),
+            "decode.glossary needs a search that keeps its terms: sampling (decode.sample, "
+            "--sample) draws each token; translate with the glossary without --sample",
         )
 
 
@@ -418,10 +417,22 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     return value
 
 
+# Keys that were removed, and what took their place: a config file that names one is told
+# so; a config recorded by an older version (in a checkpoint, an export) is read without it.
+REMOVED = {
+    "decode.glossary_mode": "every term is a constraint of the search, and names and terms "
+    "the model never saw travel as placeholders (what 'search' did); delete the key",
+    "decode.glossary_search": "a sentence is searched again with its terms only where its "
+    "translation misses one (what 'missing' did); delete the key",
+}
+
+
 def _section(name: str, cls: type, values: dict[str, Any]) -> Any:
     hints = get_type_hints(cls)
     kwargs = {}
     for key, value in values.items():
+        if f"{name}.{key}" in REMOVED:
+            continue
         if key not in hints:
             raise UserError(
                 f"unknown config key '{name}.{key}' (known: {', '.join(sorted(hints))})"
@@ -527,6 +538,10 @@ def load(
     for key, value in pairs:
         section, _, name = key.partition(".")
         raw.setdefault(section, {})[name] = value
+    for key, replacement in REMOVED.items():
+        section, _, name = key.partition(".")
+        if isinstance(raw.get(section), dict) and name in raw[section]:
+            raise UserError(f"{path}: config key '{key}' was removed: {replacement}")
     try:
         return from_dict(raw)
     except UserError as exc:

@@ -104,7 +104,7 @@ def export(
             typer.echo(f"note: {caveat}", err=True)
         return
     from translator.deploy.export import export as run_export
-    from translator.inference.engines import beside
+    from translator.inference.factory import beside
 
     path = run_export(checkpoint, out or beside(checkpoint), quantization, force)
     typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")

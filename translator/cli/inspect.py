@@ -69,16 +69,15 @@ def attention(
 ):
     """Translate one sentence and draw the decoder's cross-attention as a heatmap: the
     pieces it wrote against the source pieces (needs matplotlib)."""
-    from translator.inference.torch_engine import Translator
+    from translator.inference.text import Translator
     from translator.inspect.attention import cross_attention, plot_attention
     from translator.inspect.plot import require_matplotlib
 
     require_matplotlib()
     config = config_module.load(config_file, set_ or [], run_options(device, beam, None))
     setup_process()
-    translator = Translator.from_checkpoint(
-        default_checkpoint(config, checkpoint), config.train.device, config.decode
-    )
+    config.decode.engine = "torch"  # the weights are what it reads
+    translator = Translator.open(config, default_checkpoint(config, checkpoint))
     found = cross_attention(translator, text)
     written = plot_attention(found, out, layer)
     typer.echo(f"{found.translation}\nwrote {written}")

@@ -95,7 +95,7 @@ def translate(
     import time
 
     from translator.data.lines import read_lines, read_stdin_lines, write_lines
-    from translator.inference.engines import open_translator
+    from translator.inference.text import Translator
 
     streaming = (not text or text == ["-"]) and input is None
     sentences: list[str] = []
@@ -116,14 +116,14 @@ def translate(
     values = run_options(device, beam, length_penalty, engine, model, glossary, precision)
     config = config_module.load(config_file, set_ or [], values | decoding)
     setup_process()
-    translator = open_translator(config, default_checkpoint(config, checkpoint))
+    translator = Translator.open(config, default_checkpoint(config, checkpoint))
     started = time.perf_counter()
     glossary = translator.glossary  # loaded before anything is translated
     typer.echo(translator.engine_line, err=True)
     if glossary is not None:
         typer.echo(
             f"glossary: {len(translator.glossary):,} entries from {config.decode.glossary}; "
-            f"terms are kept by {translator.glossary_mechanism}",
+            f"terms are kept by {translator.terms.mechanism(translator.decode_cfg)}",
             err=True,
         )
     if streaming:

@@ -378,3 +378,14 @@ def _characters(tokenizer: Tokenizer, text: str) -> list[str]:
         else:
             pieces += [f"<0x{byte:02X}>" for byte in char.encode("utf-8")]
     return pieces
+
+
+_SENTENCE_ENDS = ("。", "？", "！")  # marks that end a Chinese sentence
+
+
+def sentence_ends(tokenizer: Tokenizer) -> list[int]:
+    """The target pieces that end with a mark that ends a sentence (。？！): what a
+    translation may not write before every term is in it (a term put after the sentence,
+    "…过敏。花生。", reads as an afterthought)."""
+    pieces = (tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size()))
+    return [i for i, piece in enumerate(pieces) if piece.endswith(_SENTENCE_ENDS)]

@@ -115,7 +115,7 @@ class DecodeFailed(Exception):
 
 
 class LocalDecoder:
-    """Decoding in the calling thread with one loaded translator (a TextTranslator, or
+    """Decoding in the calling thread with one loaded translator (a Translator, or
     anything with `with_decode` and `translate` that gives n-best lists); the engine for
     each set of settings is made once."""
 
@@ -258,17 +258,18 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     setup()
     try:
-        from translator.inference.engines import open_translator
+        from translator.inference.text import Translator
 
-        translator = open_translator(config, checkpoint)
+        translator = Translator.open(config, checkpoint)
         entries = len(translator.glossary or ())  # loaded now: a bad file stops the start
         decoder = LocalDecoder(translator)
     except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
         connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
         return
-    engine = {"engine": translator.engine_name, "precision": translator.precision}
+    about = translator.engine.about
+    engine = {"engine": about.name, "precision": about.precision}
     log.info(translator.engine_line)
-    connection.send(("ready", str(translator.origin), entries, engine))
+    connection.send(("ready", str(about.origin), entries, engine))
     connection.send(("warm", warmed(decoder, config)))
     while True:
         try:

@@ -53,7 +53,7 @@ import torch
 from translator.config import ModelConfig, from_dict
 from translator.data.tokenizer import BOS, EOS, PAD, load_tokenizer
 from translator.errors import UserError
-from translator.inference.search import NEVER_OUTPUT
+from translator.inference.engine import NEVER_OUTPUT
 from translator.model.checkpoint import load as load_checkpoint
 
 NOT_A_PIECE = -1e4  # final_logits_bias of output rows that are no target piece

@@ -82,12 +82,12 @@ def distill(
     decode = teacher.translator.decode_cfg
     manifest = {
         "teacher": teacher.describe(),
-        "engine": teacher.translator.engine_name,  # as decode.engine auto chose it
+        "engine": teacher.translator.engine.about.name,  # as decode.engine auto chose it
         "device": config.train.device,
         "data": str(data_dir.resolve()),
         "train_lines": lines,
         "decode": {k: v for k, v in asdict(decode).items() if k not in NOT_DECODING}
-        | {"precision": teacher.translator.precision},
+        | {"precision": teacher.translator.engine.about.precision},
         "shard_size": settings.shard_size,
     }
     if settings.nbest > 1:  # only then, so that a directory distilled before --nbest resumes

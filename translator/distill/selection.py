@@ -26,13 +26,14 @@ from functools import partial
 
 from sacrebleu.metrics import CHRF
 
-from translator.inference.text import Hypothesis, TextTranslator
+from translator.inference.hypothesis import Hypothesis
+from translator.inference.text import Translator
 
 Translate = Callable[[list[str], list[str]], list[str]]  # English, human Chinese → outputs
 Pick = Callable[[Sequence[Hypothesis], str], str]  # n best, human Chinese → the target
 
 
-def teacher_outputs(translator: TextTranslator, nbest: int, select: str = "chrf") -> Translate:
+def teacher_outputs(translator: Translator, nbest: int, select: str = "chrf") -> Translate:
     """The function that turns train lines (and their human translations) into targets."""
     if nbest <= 1:
         return lambda english, human: translator.translate(english, nbest=0)

@@ -27,8 +27,7 @@ from translator.data.layout import LANGS, SPLITS, read_split, split_file
 from translator.data.lines import read_chunks
 from translator.errors import UserError
 from translator.inference.ct2_engine import METADATA
-from translator.inference.engines import open_translator
-from translator.inference.text import TextTranslator
+from translator.inference.text import Translator
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.rundir import checkpoint_in
 
@@ -38,7 +37,7 @@ CHUNK = 100_000  # lines of the teacher's train split hashed at a time
 
 @dataclass
 class Teacher:
-    translator: TextTranslator
+    translator: Translator
     path: Path  # the checkpoint, or the exported directory (ctranslate2)
     digest: str  # SHA-256 of the checkpoint (of model.bin for an exported directory)
     trained_on: Path | None  # its training data, when known
@@ -52,15 +51,16 @@ def open_teacher(config: Config, teacher: Path) -> Teacher:
     a directory written by `translator export` (ctranslate2, as decode.model_dir)."""
     if config.decode.engine == "ctranslate2":
         path = Path(config.decode.model_dir)
-        translator = open_translator(config, path)
+        translator = Translator.open(config, path)
         meta = json.loads((path / METADATA).read_text(encoding="utf-8"))
         source = Path(meta.get("checkpoint", ""))
         payload = load_checkpoint(source) if source.is_file() else None
         trained = _trained_on(payload["config"], payload.get("imported")) if payload else None
         return Teacher(translator, path, sha256(path / "model.bin"), trained)
     path = checkpoint_in(teacher)
-    translator = open_translator(config, path)
-    trained = _trained_on(translator.config.to_dict(), translator.imported)
+    translator = Translator.open(config, path)
+    payload = load_checkpoint(path, mmap=True)  # the engine may be its export: read it here
+    trained = _trained_on(payload["config"], payload.get("imported"))
     return Teacher(translator, path, sha256(path), trained)
 
 

@@ -22,8 +22,7 @@ from translator.errors import UserError
 from translator.evaluation.robustness import Robustness, robustness
 from translator.evaluation.scoring import Scores, read_eval_set, score
 from translator.evaluation.terminology import TermScores, term_scores
-from translator.inference.engines import open_translator
-from translator.inference.text import TextTranslator
+from translator.inference.text import Translator
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +105,15 @@ def search_name(config: Config) -> str:
     return beam + digits + (".span-guard" if config.decode.span_guard else "") + glossary
 
 
-def opened(config: Config, checkpoint: Path) -> TextTranslator:
+def opened(config: Config, checkpoint: Path) -> Translator:
     """The engine, its glossary loaded (a bad one stops here), and its line logged."""
-    translator = open_translator(config, checkpoint)
+    translator = Translator.open(config, checkpoint)
     translator.glossary  # noqa: B018 - loading it is the check
     log.info(translator.engine_line)
     return translator
 
 
-def output_name(translator: TextTranslator, suffix: str) -> Path:
+def output_name(translator: Translator, suffix: str) -> Path:
     """A file beside what was decoded from (the checkpoint, or the CTranslate2 directory)."""
-    origin = translator.origin
+    origin = translator.engine.about.origin
     return origin.with_name(f"{origin.stem}.{suffix}")

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from translator.evaluation import entities
 from translator.evaluation.scoring import score
-from translator.inference.text import TextTranslator
+from translator.inference.text import Translator
 
 _WORD_START = re.compile(r"(?:^|(?<=\s))([a-z])")
 _FINAL_MARK_EN = re.compile(r"[.?!]+$")
@@ -87,7 +87,7 @@ class Robustness:
 
 
 def variant_scores(
-    translator: TextTranslator, sources: Sequence[str], references: Sequence[Sequence[str]]
+    translator: Translator, sources: Sequence[str], references: Sequence[Sequence[str]]
 ) -> dict[str, VariantScore]:
     """Each variant of the sources translated and scored; ratios to "as it is"."""
     results: dict[str, VariantScore] = {}
@@ -101,7 +101,7 @@ def variant_scores(
 
 
 def entity_score(
-    translator: TextTranslator, suite: Sequence[entities.EntitySentence]
+    translator: Translator, suite: Sequence[entities.EntitySentence]
 ) -> tuple[EntityScore, list[dict]]:
     """The suite translated: spans kept verbatim (by kind; of them, how many
     decode.span_guard put at the end), digit runs invented, and the sentences that lost a
@@ -127,7 +127,7 @@ def entity_score(
 
 
 def robustness(
-    translator: TextTranslator,
+    translator: Translator,
     sources: Sequence[str],
     references: Sequence[Sequence[str]],
     entity_sentences: int = 500,

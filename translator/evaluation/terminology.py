@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from translator.data import spans
 from translator.data.glossary import Glossary
 from translator.evaluation.scoring import score
-from translator.inference.text import missing_terms
+from translator.inference.terms import missing_terms
 
 
 @dataclass

@@ -10,7 +10,7 @@ import torch
 
 from translator.data.batching import Batch
 from translator.evaluation.scoring import score
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.model.loss import sequence_loss
 
 
@@ -31,7 +31,7 @@ def validate(
 ) -> Validation:
     """The validation pass of training: loss over `batches` and BLEU of `translator` (which
     holds the model being trained) on `sources`. Leaves the model in eval mode."""
-    model = translator.model
+    model = translator.engine.model
     model.eval()
     device = next(model.parameters()).device
     total = torch.zeros((), device=device)

@@ -2,11 +2,13 @@
 every finished hypothesis must contain (Post & Vilar 2018's dynamic beam allocation, in the
 vectorised form of Hu et al. 2019 that fairseq's `--constraints` implements).
 
-    Constraints.of(batch, vocab, ends)
+    PackedTerms.of(batch, vocab, ends)
                             each sentence's terms (target ids), padded into one tensor,
                             and the pieces that end a sentence
-    .candidates(...)        one step's candidates for every live sentence, in the order the
-                            search takes them, with each one's progress through its terms
+    Constrained(terms, beam)
+                            the search's selection (search.py): each hypothesis's progress
+                            through its terms, and each step's candidates in the order the
+                            search takes them
 
 Each hypothesis carries its progress through each term of its sentence: how many of the
 term's tokens it has just written in order (the term's length once it is met; a term
@@ -23,14 +25,12 @@ limit it ends anyway, and ranks below every hypothesis that met them.
 
 A term written twice must be written twice: one token advances at most one term (an
 unfinished one first, the most advanced of them; else the first it starts).
-
-With sampling, the search ranks log-probabilities perturbed as sampling draws
-(search.py): the same banks over a draw.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -39,16 +39,14 @@ from translator.data.tokenizer import EOS
 Terms = Sequence[Sequence[int]]  # one sentence's terms, each as target token ids
 
 
-class Constraints:
-    """The terms of a batch of sentences, and each live hypothesis's progress through its
-    sentence's terms."""
+@dataclass(frozen=True)
+class PackedTerms:
+    """A batch's terms as tensors: what the constrained search is given (fairseq's
+    `pack_constraints`); the progress through them is `Constrained`'s."""
 
-    def __init__(self, tokens: torch.Tensor, lengths: torch.Tensor, ends: torch.Tensor):
-        self.tokens = tokens  # (B, C, L) each sentence's terms, padded with -1
-        self.lengths = lengths  # (B, C) their lengths (0: padding, always met)
-        self.ends = ends  # (V,) bool: the tokens that end a sentence (。？！), and EOS
-        self.progress: torch.Tensor | None = None  # (rows, C), set by `start`
-        self.offered: torch.Tensor | None = None  # (n, M, C): the last step's candidates'
+    tokens: torch.Tensor  # (B, C, L) each sentence's terms, padded with -1
+    lengths: torch.Tensor  # (B, C) their lengths (0: padding, always met)
+    ends: torch.Tensor  # (V,) bool: the tokens that end a sentence (。？！), and EOS
 
     @classmethod
     def of(
@@ -57,7 +55,7 @@ class Constraints:
         vocab: int,
         ends: Sequence[int] = (),
         device: torch.device | str = "cpu",
-    ) -> Constraints:
+    ) -> PackedTerms:
         """Each sentence's terms (a sentence may have none), as tensors on `device`;
         `ends`: the ids of the target pieces that end a sentence (of `vocab`), which, as
         EOS, may not be written before every term is."""
@@ -73,28 +71,29 @@ class Constraints:
         closing[[EOS, *ends]] = True
         return cls(tokens.to(device), lengths.to(device), closing.to(device))
 
-    def repeat_interleave(self, copies: int) -> Constraints:
-        """Each sentence's terms `copies` times in a row (sampling's copies of a source)."""
-        return Constraints(
-            self.tokens.repeat_interleave(copies, 0),
-            self.lengths.repeat_interleave(copies, 0),
-            self.ends,
-        )
+
+class Constrained:
+    """The constrained beam search's selection (search.py's `Selection`): each live
+    hypothesis's progress through its sentence's `terms`, and the candidates it offers."""
+
+    ends_at_limit = False  # a hypothesis ends with EOS, as in beam search
+    dtype = torch.float32
+
+    def __init__(self, terms: PackedTerms, beam: int):
+        self.terms, self.beam = terms, beam
+        self.progress: torch.Tensor | None = None  # (rows, C), set by `start`
+        self.offered: torch.Tensor | None = None  # (n, M, C): the last step's candidates'
+
+    def scored(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.log_softmax(dim=-1)  # as beam search scores: no renormalising
 
     def start(self, rows: int) -> None:
         """No term begun in any of the `rows` hypotheses."""
-        count = self.tokens.size(1)
-        self.progress = torch.zeros(rows, count, dtype=torch.long, device=self.tokens.device)
+        count = self.terms.tokens.size(1)
+        self.progress = torch.zeros(rows, count, dtype=torch.long, device=self.terms.tokens.device)
         self.offered = None
 
-    def candidates(
-        self,
-        scores: torch.Tensor,
-        logp: torch.Tensor,
-        k: int,
-        alive: torch.Tensor,
-        at_limit: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def candidates(self, scores, logp, alive, at_limit):
         """One step's candidates for the `alive` sentences (n, of `width` beams each, with
         `scores` (n,width) and next-token `logp` (n,width,V)), in the order the search takes
         them: (score, origin beam, token), each (n, M); each one's progress through its
@@ -103,11 +102,11 @@ class Constraints:
         candidate offered twice."""
         n, width, vocab = logp.shape
         total = (scores[:, :, None] + logp).view(n, width * vocab)
-        origin, token = self._offered(total.view(n, width, vocab), k, self.tokens[alive])
+        origin, token = self._offered(total.view(n, width, vocab), self.terms.tokens[alive])
         top = total.gather(1, origin * vocab + token)
         progress = self._advanced(origin, token, alive)
-        met = (progress >= self.lengths[alive][:, None, :]).all(dim=-1)
-        early = self.ends[token] & ~met & ~at_limit[:, None]
+        met = (progress >= self.terms.lengths[alive][:, None, :]).all(dim=-1)
+        early = self.terms.ends[token] & ~met & ~at_limit[:, None]
         top = top.masked_fill(early, float("-inf"))
         top = top.masked_fill(_repeated(origin * vocab + token), float("-inf"))
         order = _dealt(top, progress.sum(dim=-1))
@@ -117,7 +116,7 @@ class Constraints:
     def unmet(self, sentences: torch.Tensor, row: torch.Tensor, column: torch.Tensor):
         """How many terms each candidate (`row`, `column` of the last step's, of
         `sentences`) has not met."""
-        return (self.offered[row, column] < self.lengths[sentences]).sum(dim=-1)
+        return (self.offered[row, column] < self.terms.lengths[sentences]).sum(dim=-1)
 
     def follow(self, rank: torch.Tensor, keep: torch.Tensor) -> None:
         """The hypotheses that go on: the candidates `rank` of the sentences `keep`."""
@@ -125,12 +124,12 @@ class Constraints:
         chosen = self.offered.gather(1, rank[:, :, None].expand(-1, -1, count))
         self.progress = chosen[keep].reshape(-1, count)
 
-    def _offered(self, total, k, tokens) -> tuple[torch.Tensor, torch.Tensor]:
+    def _offered(self, total, tokens) -> tuple[torch.Tensor, torch.Tensor]:
         """(origin, token) of every candidate offered (n, M): the 2K best over the beam,
         each beam's next token of each term it has not met, and each beam's best token."""
         n, width, vocab = total.shape
         beams = torch.arange(width, device=total.device)
-        flat = total.view(n, width * vocab).topk(min(2 * k, width * vocab), dim=1).indices
+        flat = total.view(n, width * vocab).topk(min(2 * self.beam, width * vocab), dim=1).indices
         nxt = _next(self.progress.view(n, width, -1), tokens)  # (n, width, C)
         origin = torch.cat(
             [flat // vocab, beams[None, :, None].expand_as(nxt).reshape(n, -1),
@@ -144,13 +143,13 @@ class Constraints:
         """Each candidate's progress through its sentence's terms (n,M,C) once its token is
         written after its origin beam's."""
         n, m = origin.shape
-        count = self.tokens.size(1)
+        count = self.terms.tokens.size(1)
         width = self.progress.size(0) // n
         before = self.progress.view(n, width, count).gather(
             1, origin[:, :, None].expand(n, m, count)
         )
-        tokens = self.tokens[alive]
-        met = before >= self.lengths[alive][:, None, :]
+        tokens = self.terms.tokens[alive]
+        met = before >= self.terms.lengths[alive][:, None, :]
         written = token[:, :, None]
         advance = (written == _next(before, tokens)) & ~met  # continues a term, or starts it
         restart = (written == tokens[:, None, :, 0]) & ~met & ~advance  # broken, begun anew

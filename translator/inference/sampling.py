@@ -38,20 +38,9 @@ def restrict(logits: torch.Tensor, how: TokenSampling) -> torch.Tensor:
     return logits
 
 
-def choose(logits: torch.Tensor, how: TokenSampling | None) -> torch.Tensor:
-    """One token per row: the argmax (greedy: `how` None or temperature 0), else a draw."""
-    if how is None or how.temperature == 0:
+def draw(logits: torch.Tensor, how: TokenSampling) -> torch.Tensor:
+    """One token per row: a draw as `how` says (the argmax at temperature 0)."""
+    if how.temperature == 0:
         return logits.argmax(dim=-1)
     probs = restrict(logits, how).softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=how.generator).squeeze(1)
-
-
-def perturbed(logp: torch.Tensor, how: TokenSampling) -> torch.Tensor:
-    """Log-probabilities (...,V) → those of the distribution `how` samples from, each plus
-    Gumbel noise: the top k of a row are k tokens drawn from it without replacement
-    (Kool et al. 2019's Gumbel top-k), so a beam search over them samples."""
-    if how.temperature == 0:
-        return logp
-    shape = logp.shape
-    drawn = restrict(logp.reshape(-1, shape[-1]), how).log_softmax(dim=-1).view(shape)
-    return drawn - torch.empty_like(drawn).exponential_(generator=how.generator).log()

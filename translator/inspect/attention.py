@@ -20,7 +20,7 @@ from translator.data.batching import pad, padding_mask
 from translator.data.normalization import normalize_en
 from translator.data.tokenizer import BOS
 from translator.errors import UserError
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
 from translator.inspect.plot import require_matplotlib
 from translator.model.transformer import CrossAttention, split_heads
 
@@ -67,10 +67,10 @@ def cross_attention(translator: Translator, text: str) -> Attention:
     if not english:
         raise UserError("nothing to translate: the text is blank")
     source, ids = translator.decoded(english)
-    model = translator.model
-    src = pad([source]).to(translator.device)
+    model, device = translator.engine.model, translator.engine.device
+    src = pad([source]).to(device)
     mask = padding_mask(src)
-    tgt = torch.tensor([[BOS, *ids]], device=translator.device)
+    tgt = torch.tensor([[BOS, *ids]], device=device)
     captured: list[torch.Tensor] = []
 
     def record(module: CrossAttention, args, _output) -> None:

@@ -109,14 +109,16 @@ def average_last(
     return output
 
 
-def load(path: str | Path) -> dict[str, Any]:
+def load(path: str | Path, mmap: bool = False) -> dict[str, Any]:
+    """A checkpoint's payload; with `mmap`, its tensors read from the file only when used
+    (for its config alone)."""
     import torch
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"no checkpoint at {path}: train first (translator train)")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as exc:
         raise UserError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:

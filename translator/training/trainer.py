@@ -42,7 +42,8 @@ from translator.data.dataset import Batches, load_training_data
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.evaluation.validation import Validation, validate
-from translator.inference.torch_engine import Translator
+from translator.inference.text import Translator
+from translator.inference.torch_engine import TorchEngine
 from translator.model.ema import WeightEMA
 from translator.model.flops import count_parameters
 from translator.model.loss import distilled_loss, rdrop_loss, sequence_loss, twice
@@ -520,9 +521,10 @@ class Trainer:
         """Validation loss and greedy BLEU (decode.beam is for translate and eval) of the
         model being trained, or of `model` (the weights' average)."""
         greedy = replace(self.config.decode, beam=1)
-        translator = Translator(
-            model or self.model, self.src_tok, self.tgt_tok, greedy, self.config.data.src_prefix
+        engine = TorchEngine(
+            model or self.model, self.src_tok, self.tgt_tok, self.config.data.src_prefix
         )
+        translator = Translator(engine, greedy)
         data = self.data
         result = None
         if self.ranks.main:

@@ -1,21 +1,22 @@
-"""Choosing the engine: the one place that knows both. `decode.engine` names it — our model
+"""Opening an engine: the one place that knows both. `decode.engine` names it — our model
 from a checkpoint (torch_engine.py), a directory written by `translator export`
 (ct2_engine.py), or `auto`: the export beside the checkpoint (`beside`) where there is one
-of that very checkpoint and `ctranslate2` is installed, else ours. Both answer through the
-same text path (text.py), in the precision `decode.precision` chooses (precision.py).
+of that very checkpoint and `ctranslate2` is installed, else ours; in the precision
+`decode.precision` chooses (precision.py). The text path (text.py's `Translator.open`) is
+the one caller: the Python API and every command open a model through it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from translator.config import Config
-from translator.inference.ct2_engine import METADATA, CTranslate2Translator
-from translator.inference.text import TextTranslator
-from translator.inference.torch_engine import Translator
+from translator.inference.ct2_engine import METADATA, CTranslate2Engine
+from translator.inference.engine import Engine
+from translator.inference.torch_engine import TorchEngine
 from translator.model.checkpoint import digest
 from translator.runtime import pick_device
 
@@ -44,7 +45,7 @@ def export_of(directory: Path, checkpoint: Path) -> bool:
     return bool(recorded) and recorded == digest(checkpoint)
 
 
-def choose(config: Config, checkpoint: Path) -> Choice:
+def choose_engine(config: Config, checkpoint: Path) -> Choice:
     """The engine `decode.engine` means for `checkpoint`."""
     decode = config.decode
     if decode.engine == "ctranslate2":
@@ -61,28 +62,19 @@ def choose(config: Config, checkpoint: Path) -> Choice:
     return Choice("ctranslate2", str(exported), f"decode.engine auto: {exported}")
 
 
-def open_translator(config: Config, checkpoint: Path) -> TextTranslator:
-    """The engine `choose` picks: our model from `checkpoint` (on `train.device`), or a
-    CTranslate2 directory; decoding settings from `[decode]`. Its `.engine_line` says
-    which engine and precision decode, and why: each command logs it once its own checks
-    have passed (so that a bad input stays the one line it prints)."""
-    choice = choose(config, checkpoint)
+def open_engine(config: Config, checkpoint: Path) -> Engine:
+    """The engine `choose_engine` picks: our model from `checkpoint` (on `train.device`),
+    or a CTranslate2 directory; `[decode]` says in which precision. Its `about` says which
+    engine and precision decode, and why."""
+    choice = choose_engine(config, checkpoint)
     device = pick_device(config.train.device)
-    decode_cfg = replace(config.decode, engine=choice.engine, model_dir=choice.model_dir)
     if choice.engine == "ctranslate2":
-        translator = CTranslate2Translator.from_dir(
+        return CTranslate2Engine.from_dir(
             choice.model_dir,
-            decode_cfg,
+            config.decode,
             device=device.type,
             threads=config.decode.threads,
             workers=config.decode.workers,
+            reason=choice.reason,
         )
-    else:
-        translator = Translator.from_checkpoint(checkpoint, device, decode_cfg)
-    translator.engine_name = choice.engine
-    translator.origin = Path(choice.model_dir) if choice.engine == "ctranslate2" else checkpoint
-    translator.engine_line = (
-        f"engine: {choice.engine}, {translator.precision} ({choice.reason}; "
-        f"{translator.precision_reason})"
-    )
-    return translator
+    return TorchEngine.from_checkpoint(checkpoint, device, config.decode, choice.reason)
