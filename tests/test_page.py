@@ -47,16 +47,11 @@ def model(trained):
 
 def app_for(model, **serve):
     """The server's app on the tiny model, with `serve` limits (in this process)."""
-    from translator.deploy.decoder import LocalDecoder
+    from translator.deploy.decoder import LocalDecoder, model_identity
     from translator.deploy.server import create_app
 
     config, translator, checkpoint = model
-    about = {
-        "engine": translator.engine.about.name,
-        "precision": translator.engine.about.precision,
-        "model": str(checkpoint),
-        "checkpoint": str(checkpoint),
-    }
+    about = model_identity(translator, checkpoint, config.decode.engine)
     return create_app(
         LocalDecoder(translator), config.decode, replace(config.serve, **serve), about
     )
@@ -131,7 +126,9 @@ def translation(url: str, body: dict) -> str:
     return answer["translations"][0]
 
 
-def test_typing_translates_without_a_click(site, page):
+def test_typing_translates_without_a_click(site, page, trained):
+    from translator.model.checkpoint import digest
+
     expected = translation(site, {"text": [LINE]})
     opened(page, site)
     sent = []
@@ -142,7 +139,9 @@ def test_typing_translates_without_a_click(site, page):
     assert expected and len(sent) < len(LINE) / 2  # debounced: not a request a key
     assert " ms (server " in page.inner_text("#timing")
     assert page.inner_text("#count").startswith(f"{len(LINE)} characters")
-    assert "Model: run run, checkpoint best.pt, engine torch" in page.inner_text("#model")
+    named = f"Model: run run, checkpoint best.pt ({digest(trained)[:12]}), engine torch"
+    assert named in page.inner_text("#model")
+    assert page.get_attribute("#model", "title").startswith("decodes from best.pt;")
 
 
 def test_a_stale_answer_never_overwrites_a_newer_one(site, page):

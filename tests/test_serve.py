@@ -367,27 +367,99 @@ def test_info_names_the_model_the_limits_and_whether_keys_are_needed(monkeypatch
     from translator.deploy.server import create_app
 
     monkeypatch.setenv("TRANSLATOR_API_KEYS", "k1")
-    about = {"engine": "torch", "precision": "fp32", "model": "/r/exp1/checkpoints/best.pt",
-             "checkpoint": "/r/exp1/checkpoints/best.pt", "glossary": 3}  # fmt: skip
+    model = {"run": "exp1", "checkpoint": "best.pt", "sha256": "0123456789ab", "engine": "torch",
+             "precision": "fp32", "decodes_from": "best.pt"}  # fmt: skip
+    about = {**model, "glossary": 3, "model": "/r/exp1/checkpoints/best.pt"}  # not a field
     serve_cfg = ServeConfig(max_chars=300)
     app = create_app(LocalDecoder(CountingTranslator()), DecodeConfig(beam=4), serve_cfg, about)
     with app_in_thread(app) as url:
         status, info = call(url + "/info")  # open, as the page is
+        health = call(url + "/health")[1]
         page = call(url + "/")[0]
         refused = [
             call(url + path, b'{"text": ["Hi."]}')[0] for path in ("/translate", "/document")
         ]
     assert status == 200 and page == 200 and refused == [401, 401]
-    assert info["model"] == {
-        "run": "exp1",
-        "checkpoint": "best.pt",
-        "engine": "torch",
-        "precision": "fp32",
-        "decodes_from": "/r/exp1/checkpoints/best.pt",
-    }
+    assert info["model"] == model and {**model, "glossary": 3}.items() <= health.items()
+    assert "/r/exp1" not in json.dumps([info, health])  # only the model's fields reach clients
     assert info["beam"] == 4 and info["keys"] is True and info["glossary"] == 3
     assert info["limits"]["max_chars"] == 300 and info["limits"]["max_document_chars"] == 100_000
     assert set(info["features"]) == {"nbest", "glossary", "document"}
+
+
+def strings_in(value) -> list[str]:
+    """Every string of a parsed JSON answer, keys included."""
+    if isinstance(value, dict):
+        return [*value, *(s for v in value.values() for s in strings_in(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in strings_in(v)]
+    return [value] if isinstance(value, str) else []
+
+
+OPEN_ANSWERS = ("/", "/ready", "/metrics", "/openapi.json", "/lt/languages", "/nowhere")
+
+
+def test_the_probes_name_the_model_by_name_and_hash_and_carry_no_path(
+    server, config_file, trained, monkeypatch
+):
+    from translator.model.checkpoint import digest
+
+    monkeypatch.setenv("TRANSLATOR_API_KEYS", "k1")
+    with serving(config_file) as keyed:  # the same model, with keys
+        probes = {
+            (keys, probe): call(url + probe)
+            for keys, url in (("off", server), ("on", keyed))
+            for probe in ("/health", "/info")
+        }
+        others = [call(url + path) for url in (server, keyed) for path in OPEN_ANSWERS]
+        bad = call(keyed + "/translate", b'{"text": ["Hi."]}')  # no key: 401
+    short = digest(trained)[:12]
+    run_dir, tmp = trained.parents[1], trained.parents[2]
+    for (keys, probe), (status, body) in probes.items():
+        assert status == 200, (keys, probe, body)
+        model = body["model"] if probe == "/info" else body
+        assert (model["run"], model["checkpoint"], model["sha256"]) == ("run", "best.pt", short)
+        assert model["decodes_from"] == "best.pt" and model["engine"] == "torch"
+        for value in strings_in(body):
+            assert "/" not in value and os.sep not in value, (keys, probe, value)
+    for status, body in [*others, bad]:
+        text = json.dumps(body) if isinstance(body, (dict, list)) else body
+        assert status != 500 and str(tmp) not in text and str(run_dir) not in text, body
+    assert bad[0] == 401 and probes["on", "/info"][1]["keys"] is True
+
+
+def test_an_export_beside_the_checkpoint_is_named_and_its_recorded_hash_read(
+    trained, tmp_path, monkeypatch
+):
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    from translator.deploy.decoder import model_identity
+    from translator.deploy.export import export
+    from translator.inference.factory import beside
+    from translator.inference.text import Translator
+    from translator.model import checkpoint
+
+    mine = tmp_path / "tatoeba-cpu/checkpoints/average5.pt"
+    mine.parent.mkdir(parents=True)
+    shutil.copy(trained, mine)
+    export(mine, beside(mine))
+    short = checkpoint.digest(mine)[:12]
+    config = tiny_config(trained.parents[2])  # decode.engine auto: it takes average5.ct2
+    translator = Translator.open(config, mine)
+
+    def hashed_again(path):
+        raise AssertionError(f"{path} hashed a second time")
+
+    monkeypatch.setattr(checkpoint, "digest", hashed_again)
+    assert model_identity(translator, mine, "auto") == {
+        "run": "tatoeba-cpu",
+        "checkpoint": "average5.pt",
+        "sha256": short,
+        "engine": "ctranslate2",
+        "precision": translator.engine.about.precision,
+        "decodes_from": "average5.ct2",
+    }
 
 
 def test_check_request_reads_the_defaults_and_checks_split_and_nbest():
@@ -420,9 +492,14 @@ def test_the_ctranslate2_engine_serves_the_same_translations(
 ):
     pytest.importorskip("ctranslate2")
     from translator.deploy.export import export
+    from translator.model.checkpoint import digest
 
     model_dir = export(trained, tmp_path / "ct2")
     with serving(config_file, "--engine", "ctranslate2", "--model", str(model_dir)) as ct2:
         status, body = post(ct2, {"text": SENTENCES})
-        assert status == 200 and call(ct2 + "/health")[1]["engine"] == "ctranslate2"
+        health = call(ct2 + "/health")[1]
+    assert status == 200 and health["engine"] == "ctranslate2"
+    assert health["decodes_from"] == "ct2"  # the export, by its name: the checkpoint it is of
+    assert (health["run"], health["checkpoint"]) == ("run", "best.pt")
+    assert health["sha256"] == digest(trained)[:12]
     assert body["translations"] == post(server, {"text": SENTENCES})[1]["translations"]

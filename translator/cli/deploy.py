@@ -178,16 +178,11 @@ def serve(
     path = default_checkpoint(config, checkpoint)
     _check_free(config.serve.host, config.serve.port)
     decoder = DecoderProcess(config, path, setup)  # loaded before the server starts
-    origin = decoder.origin  # this process never imports PyTorch: the decoding process does
-    about = {
-        **decoder.engine,  # engine and precision, as the decoding process chose them
-        "model": str(origin),
-        "checkpoint": str(path),
-        "batching": config.serve.batching,
-        "glossary": decoder.glossary,
-    }
+    # this process never imports PyTorch: the decoding process names what it decodes
+    about = {**decoder.model, "glossary": decoder.glossary}  # names, no paths: clients see it
     app_ = create_app(decoder, config.decode, config.serve, about)
-    typer.echo(f"serving {origin} on http://{config.serve.host}:{config.serve.port} (Ctrl-C stops)")
+    address = f"http://{config.serve.host}:{config.serve.port}"
+    typer.echo(f"serving {decoder.origin} on {address} (Ctrl-C stops)")
     # SIGTERM: uvicorn stops accepting, finishes what it admitted, then raises the signal
     # again once it has restored this handler: exit 0, a clean stop for a process manager
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -4,9 +4,10 @@ decoder's time, however many requests it refuses (measured in docs/deploy.md).
 
     HTTP process                            decoding process (spawned)
     DecoderProcess(config, checkpoint)  →   loads the model and decode.glossary; answers
-                                            "ready" (what it decodes from, the glossary's
-                                            entries) or why not; then warms up (`warm_up`)
-                                            and says "warm": `.ready` from then on
+                                            "ready" (what it decodes from, the model by
+                                            name, the glossary's entries) or why not; then
+                                            warms up (`warm_up`) and says "warm": `.ready`
+                                            from then on
     decode(sentences, settings)         →   LocalDecoder.decode → each text's hypotheses
                                             and the number of source tokens, or the error
     close()                             →   the pipe closes: the process exits
@@ -23,6 +24,7 @@ the next.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import signal
@@ -142,6 +144,46 @@ class LocalDecoder:
         return outputs, tokens
 
 
+def run_of(checkpoint: Path) -> str:
+    """The run a checkpoint belongs to: the directory above `checkpoints/`, else the
+    directory it is in (its name only)."""
+    owner = (
+        checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    )
+    return owner.name
+
+
+def model_identity(translator, checkpoint: Path, engine_setting: str) -> dict[str, str]:
+    """The model an opened translator decodes, by name and never by path (what /health and
+    /info say): its run and checkpoint, the first 12 hex digits of the checkpoint's SHA-256,
+    the engine and precision, and what the engine decodes from (the checkpoint's or the
+    export's name). An export's SHA-256 is the one it recorded (`decode.engine auto` took it
+    for matching the checkpoint); with `engine_setting` ctranslate2 (`--model DIR`) the run
+    and checkpoint are the ones it was exported from. Our engine's checkpoint is hashed
+    here, once."""
+    from translator.model.checkpoint import digest
+
+    about = translator.engine.about
+    origin = Path(about.origin)
+    if about.name == "ctranslate2":
+        from translator.inference.ct2_engine import METADATA
+
+        recorded = json.loads((origin / METADATA).read_text(encoding="utf-8"))
+        sha256 = recorded.get("checkpoint_sha256", "")  # "" from an export older than it
+        if engine_setting == "ctranslate2":
+            checkpoint = Path(recorded.get("checkpoint", ""))
+    else:
+        sha256 = digest(checkpoint)
+    return {
+        "run": run_of(checkpoint),
+        "checkpoint": checkpoint.name,
+        "sha256": sha256[:12],
+        "engine": about.name,
+        "precision": about.precision,
+        "decodes_from": origin.name,
+    }
+
+
 def no_setup() -> None:
     """The decoding process's set-up when none is given."""
 
@@ -158,7 +200,7 @@ class DecoderProcess:
         self.connection = None
         self.origin = ""
         self.glossary = 0  # the server's glossary: its entries (decode.glossary)
-        self.engine: dict[str, str] = {}
+        self.model: dict[str, str] = {}  # what it decodes, by name (model_identity)
         self.warm = threading.Event()  # set once the process has warmed up: `ready`
         self.warm_s = 0.0  # how long its warm-up took
         self._start()  # loaded before the server listens: a bad model is one clear error
@@ -224,7 +266,7 @@ class DecoderProcess:
         self.warm.clear()  # until its warm-up ends
         self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
         self.glossary = reply[2]
-        self.engine = reply[3]  # the engine and precision it decodes with
+        self.model = reply[3]  # run, checkpoint, short hash, engine and precision, by name
 
     def _warmed(self, release: bool = False) -> None:
         """Wait for the decoding process to say it is warm (with `release`, then release
@@ -262,14 +304,13 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
 
         translator = Translator.open(config, checkpoint)
         entries = len(translator.glossary or ())  # loaded now: a bad file stops the start
+        model = model_identity(translator, checkpoint.absolute(), config.decode.engine)
         decoder = LocalDecoder(translator)
     except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
         connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
         return
-    about = translator.engine.about
-    engine = {"engine": about.name, "precision": about.precision}
     log.info(translator.engine_line)
-    connection.send(("ready", str(about.origin), entries, engine))
+    connection.send(("ready", str(translator.engine.about.origin), entries, model))
     connection.send(("warm", warmed(decoder, config)))
     while True:
         try:

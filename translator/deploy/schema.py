@@ -106,13 +106,35 @@ class DocumentResponse(BaseModel):
 
 
 class ModelInfo(BaseModel):
-    run: str = Field(description="The run directory the checkpoint is in.")
-    checkpoint: str = Field(description="The checkpoint's file name.")
-    engine: str
+    """The model that answers, by name: never a path of the server's filesystem."""
+
+    run: str = Field(description="The name of the run directory the checkpoint is in.")
+    checkpoint: str = Field(description="The checkpoint's file name, e.g. average5.pt.")
+    sha256: str = Field(
+        description="The first 12 hex digits of the checkpoint's SHA-256 (empty for an "
+        "export written before exports recorded it)."
+    )
+    engine: str = Field(description="torch (ours) or ctranslate2.")
     precision: str
     decodes_from: str = Field(
-        description="What the engine decodes from (a checkpoint or an export)."
+        description="The name of what the engine decodes from: the checkpoint, or its "
+        "CTranslate2 export (e.g. average5.ct2)."
     )
+
+
+class Health(BaseModel):
+    """GET /health: the server is up, and which model answers, by name (ModelInfo's fields)."""
+
+    status: Literal["ok"]
+    run: str
+    checkpoint: str
+    sha256: str
+    engine: str
+    precision: str
+    decodes_from: str
+    batching: bool = Field(description="Whether concurrent requests are decoded together.")
+    glossary: int = Field(description="Entries of the server's own glossary.")
+    decodes: int = Field(description="Decodes run since the server started.")
 
 
 class ServerInfo(BaseModel):

@@ -10,9 +10,11 @@
                      {"translation": "...", "lines": N, "notes": [...], ...}: each line
                      translated sentence by sentence, blank lines and line breaks kept
                      (the page's file translation; at most serve.max_document_chars)
-    GET  /info       →  which model answers (run, checkpoint, engine, precision), the
-                        limits, whether keys are needed, what requests may ask for (the page)
-    GET  /health     →  {"status": "ok", "engine": ..., ...}: the server is up (liveness)
+    GET  /info       →  which model answers (run, checkpoint, short hash, engine, precision:
+                        names, no paths), the limits, whether keys are needed, what
+                        requests may ask for (the page)
+    GET  /health     →  {"status": "ok", "run": ..., "engine": ..., ...}: the server is up
+                        (liveness); the model by name (model_of), never a path
     GET  /ready      →  200 {"status": "ready"} once the decoder is loaded and warmed up,
                         503 {"status": "warming"} before (readiness)
     GET  /metrics    →  Prometheus metrics (observe.py)
@@ -37,7 +39,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any, Protocol
 
 from translator.config import DecodeConfig, ServeConfig, nbest_within_beam
@@ -289,26 +290,19 @@ async def translated_document(batcher: Batcher, text: str, settings: Settings, c
     return {"translation": ending.join(out), "lines": len(filled), "notes": notes}
 
 
-def run_of(checkpoint: Path) -> str:
-    """The run a checkpoint belongs to: the directory above `checkpoints/`, else the
-    directory it is in."""
-    owner = (
-        checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
-    )
-    return owner.name
+MODEL_FIELDS = ("run", "checkpoint", "sha256", "engine", "precision", "decodes_from")
+
+
+def model_of(about: dict) -> dict[str, str]:
+    """The model as /health and /info name it: MODEL_FIELDS of `about` (decoder.py's
+    model_identity), nothing else, so that no path the CLI knows reaches a client."""
+    return {name: str(about.get(name, "")) for name in MODEL_FIELDS}
 
 
 def server_info(about: dict, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, keys: bool) -> dict:
-    """What GET /info says: the model (from what the CLI knows, `about`), the default beam,
-    the limits, whether keys are needed, and what a request may ask for."""
-    checkpoint = Path(about.get("checkpoint") or about.get("model", ""))
-    model = {
-        "run": run_of(checkpoint),
-        "checkpoint": checkpoint.name,
-        "engine": about.get("engine", ""),
-        "precision": about.get("precision", ""),
-        "decodes_from": about.get("model", ""),
-    }
+    """What GET /info says: the model (by name, from what the decoding process said,
+    `about`), the default beam, the limits, whether keys are needed, and what a request
+    may ask for."""
     limits = {
         "max_sentences": serve_cfg.max_sentences,
         "max_chars": serve_cfg.max_chars,
@@ -317,7 +311,7 @@ def server_info(about: dict, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, k
         "max_glossary_entries": serve_cfg.max_glossary_entries,
     }
     return {
-        "model": model,
+        "model": model_of(about),
         "beam": decode_cfg.beam,
         "limits": limits,
         "keys": keys,
@@ -327,13 +321,16 @@ def server_info(about: dict, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, k
 
 
 def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, about: dict):
-    """The FastAPI app around one decoder (closed, if it can be, when the server stops)."""
+    """The FastAPI app around one decoder (closed, if it can be, when the server stops).
+    `about`: the model by name (decoder.py's model_identity) and the server glossary's
+    entries (`glossary`); only those reach clients."""
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
     from translator.deploy.schema import (
         DocumentResponse,
         ErrorResponse,
+        Health,
         ServerInfo,
         TranslateResponse,
         document_model,
@@ -463,9 +460,13 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         body, kind = metrics.exposition()
         return Response(body, media_type=kind)
 
-    @app.get("/health")
+    alive = {"status": "ok", **model_of(about), "batching": serve_cfg.batching}
+    alive["glossary"] = about.get("glossary", 0)
+
+    @app.get("/health", response_model=Health)
     async def health():
-        return {"status": "ok", **about, "decodes": batcher.decodes}
+        """200 while the server listens (liveness), with the model by name."""
+        return {**alive, "decodes": batcher.decodes}
 
     info = server_info(about, decode_cfg, serve_cfg, bool(keys))
 
