@@ -462,6 +462,23 @@ def test_an_export_beside_the_checkpoint_is_named_and_its_recorded_hash_read(
     }
 
 
+def test_a_decoding_process_that_cannot_start_again_is_a_503_naming_no_file(monkeypatch):
+    from translator.deploy.decoder import DecoderProcess
+    from translator.errors import UserError
+
+    def cannot_start(self):
+        raise UserError("no checkpoint at /srv/runs/exp1/checkpoints/best.pt: train first")
+
+    decoder = DecoderProcess.__new__(DecoderProcess)  # as after a crash: no process
+    decoder.lock, decoder.process = threading.Lock(), None
+    monkeypatch.setattr(DecoderProcess, "_start", cannot_start)
+    with pytest.raises(BadRequest) as refused:
+        decoder.decode(["Hi."], Settings(1, True))
+    assert refused.value.status == 503 and refused.value.headers["Retry-After"] == "5"
+    assert "could not be started again" in refused.value.message
+    assert "/" not in refused.value.message
+
+
 def test_check_request_reads_the_defaults_and_checks_split_and_nbest():
     limits, defaults = ServeConfig(), Settings(beam=5, split=True)
     assert check_request({"text": ["Hi."]}, limits, defaults) == (["Hi."], defaults)

@@ -215,8 +215,7 @@ class DecoderProcess:
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
         with self.lock:
             if self.process is None:
-                self._start()
-                self._warmed()
+                self._restart()
             try:
                 self.connection.send((sentences, settings))
                 reply = self.connection.recv()
@@ -267,6 +266,21 @@ class DecoderProcess:
         self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
         self.glossary = reply[2]
         self.model = reply[3]  # run, checkpoint, short hash, engine and precision, by name
+
+    def _restart(self) -> None:
+        """Start another decoding process once one stopped, and wait for its warm-up; a 503
+        if it cannot start (why, which may name files, goes to the log, not to clients)."""
+        try:
+            self._start()
+        except UserError as exc:
+            log.warning("the decoding process could not be started again: %s", exc)
+            raise BadRequest(
+                503,
+                "the decoding process stopped and could not be started again (the server's "
+                "log says why); try again later",
+                {"Retry-After": RESTART_RETRY_S},
+            ) from None
+        self._warmed()
 
     def _warmed(self, release: bool = False) -> None:
         """Wait for the decoding process to say it is warm (with `release`, then release
