@@ -46,14 +46,14 @@ from reference import naive
 from step_measures import bf16_measured, flops_per_token, matmul_peak, tokens_per_s
 
 from translator.config import Config
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_references, read_split, tokenizer_file
 from translator.data.tokenizer import BOS, EOS
 from translator.deploy.export import export
 from translator.errors import UserError
 from translator.evaluation.scoring import score
-from translator.inference import onednn
+from translator.inference import torch_engine as onednn
 from translator.inference.engine import output_limits
 from translator.inference.text import Translator
 from translator.inference.torch_engine import TorchEngine, for_decoding

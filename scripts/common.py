@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from translator import config as config_module
-from translator.corpora import Corpus
 from translator.corpus.formats import sources
 from translator.corpus.formats.read_stats import ReadStats
 from translator.errors import UserError
+from translator.inputs import Corpus
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
 SHARED = ROOT.parent / "shared/data"  # ../shared/data (its README says what is there)

@@ -30,7 +30,7 @@ from common import ROOT, load_on
 from reference import naive
 from step_measures import Steps, bf16_measured, bf16_vs_fp32, prime_shapes
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split, tokenizer_file
 from translator.inference.search import Greedy, beam_search

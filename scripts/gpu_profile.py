@@ -49,7 +49,7 @@ from step_measures import (
 )
 from torch.profiler import ProfilerActivity, profile
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import tokenizer_file
 from translator.model.flops import count_parameters
 from translator.training.trainer import Trainer

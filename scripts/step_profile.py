@@ -40,7 +40,7 @@ from step_measures import bf16_measured, flops_per_token, matmul_peak, tokens_pe
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from translator.config import Config
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.dataset import load_training_data
 from translator.data.layout import tokenizer_file
 from translator.runtime import keep_freed_memory

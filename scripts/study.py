@@ -30,7 +30,7 @@ from pathlib import Path
 
 from common import ROOT, WMT, load_config
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.ids import SubwordSampling, encode_splits, up_to_date
 from translator.data.layout import tokenizer_file
 from translator.errors import UserError

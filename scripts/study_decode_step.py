@@ -36,8 +36,8 @@ import torch
 from common import alone
 
 from translator.data.layout import read_split
-from translator.inference.onednn import use_onednn
 from translator.inference.text import Translator
+from translator.inference.torch_engine import use_onednn
 
 STEP_KINDS = {  # profiler op names → where a decoder step's time goes
     "matrix products": {"mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::bmm"},

@@ -29,7 +29,7 @@ from pathlib import Path
 PRELOAD = [
     "torch",
     "translator.cli",
-    "translator.corpus.pipeline",
+    "translator.corpus.preparer",
     "translator.training.trainer",
     "translator.inference.torch_engine",
     "translator.evaluation.evaluator",

@@ -108,7 +108,7 @@ def corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def config(tmp_path: Path, corpus: Path) -> Config:
     """The tiny config over `corpus`, prepared (a test file's own `config` takes precedence)."""
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
 
     prepared = tiny_config(tmp_path)
     prepare(prepared.data)
@@ -161,7 +161,7 @@ def to_toml(config: dict) -> str:
 def trained(tmp_path_factory) -> Path:
     """A tiny model trained for 4 epochs (pre-norm, tied embeddings): its best.pt. Its run
     directory's parent holds corpus.tsv, prepared/ and run/, as `tiny_config` lays out."""
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
     from translator.training.trainer import train
 
     tmp = tmp_path_factory.mktemp("trained")

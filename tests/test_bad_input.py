@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import assert_one_line_error, generated_pairs, run_cli, tatoeba_rows, tiny_config
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 
 GOOD = generated_pairs(240)
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import split_file, stats_file
 from translator.errors import UserError
 

@@ -260,7 +260,7 @@ def test_data_inputs_are_parsed_once_and_recorded_as_written(tmp_path):
     """Each entry a Corpus however the config was made (TOML, --set, code); to_dict writes
     them back as TOML entries, so config.json reads back to the same config."""
     from translator.config import DataConfig
-    from translator.corpora import Corpus
+    from translator.inputs import Corpus
 
     toml = tmp_path / "c.toml"
     toml.write_text(

@@ -144,7 +144,7 @@ def test_a_hypothesis_that_missed_a_term_ranks_last():
 def named_model(tmp_path_factory):
     """A tiny model trained for 3 epochs with data.placeholders, on a corpus whose
     sentences carry names with a capital inside (GitHub), so that it copies ⦅n⦆."""
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
     from translator.training.trainer import train
 
     tmp = tmp_path_factory.mktemp("names")

@@ -18,12 +18,12 @@ from conftest import (
 )
 
 from translator.config import from_dict
-from translator.corpora import Corpus, parse_corpora
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.batching import weighted_rows
 from translator.data.dataset import load_training_data, train_corpora
 from translator.data.layout import SPLITS, corpus_file, read_split
 from translator.errors import UserError
+from translator.inputs import Corpus, parse_corpora
 
 PAIRS = generated_pairs(600)
 

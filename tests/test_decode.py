@@ -6,7 +6,7 @@ from conftest import tiny_config
 from reference import greedy
 
 from translator.config import ModelConfig
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split
 from translator.data.tokenizer import BOS, EOS, PAD, UNK

@@ -20,13 +20,13 @@ from conftest import (
 from sacrebleu.metrics import CHRF
 
 from translator.config import DataConfig, from_dict
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.dataset import load_training_data, train_corpora
 from translator.data.ids import up_to_date
 from translator.data.layout import read_split, split_file
-from translator.distill import pipeline
+from translator.distill import distiller
+from translator.distill.distiller import Distilled, distill
 from translator.distill.filters import filter_outputs
-from translator.distill.pipeline import Distilled, distill
 from translator.distill.selection import closest, not_shorter
 from translator.errors import UserError
 from translator.inference.hypothesis import Hypothesis
@@ -138,7 +138,7 @@ def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatc
     lines = first.stats["distilled"]["translated"]
     assert first.shards_translated == -(-lines // 50) == 6
 
-    real = pipeline.translate_shards
+    real = distiller.translate_shards
     calls = []
 
     def killed_in_the_third_shard(translate, *args, **kwargs):
@@ -151,10 +151,10 @@ def test_resume_after_a_kill_writes_the_same_files(trained, tmp_path, monkeypatc
         return real(dying, *args, **kwargs)
 
     stopped = tmp_path / "stopped"
-    monkeypatch.setattr(pipeline, "translate_shards", killed_in_the_third_shard)
+    monkeypatch.setattr(distiller, "translate_shards", killed_in_the_third_shard)
     with pytest.raises(Killed):
         distilled(config, trained, stopped, shard_size=50)
-    monkeypatch.setattr(pipeline, "translate_shards", real)
+    monkeypatch.setattr(distiller, "translate_shards", real)
     work = stopped / ".distill"
     assert sorted(p.name for p in work.glob("shard-*")) == ["shard-000000.zh", "shard-000001.zh"]
     assert not (stopped / "stats.json").exists()

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import tiny_config, to_toml
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.model import checkpoint
 from translator.training import distributed
 from translator.training.distributed import deal, gloo_threads

@@ -211,7 +211,7 @@ def test_an_opus_corpus_is_found_through_the_api_and_prepared_from_its_zip(serve
 
     from conftest import generated_pairs, tiny_config
 
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
     from translator.corpus.remote import fetch_corpus
 
     pairs = generated_pairs(300)

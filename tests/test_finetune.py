@@ -21,7 +21,7 @@ from conftest import (
 )
 
 from translator.config import from_dict
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.corpus.split import plan_split, sentence_keys
 from translator.data.ids import BYTE, UNKNOWN, meta_file, piece_kinds
 from translator.data.layout import read_split, tokenizer_file

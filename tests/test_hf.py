@@ -436,7 +436,7 @@ def test_an_imported_opus_model_fine_tunes_with_its_target_token(tmp_path):
     batches carry the prefix id first, and one epoch runs."""
     from conftest import tiny_config, write_tatoeba
 
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
     from translator.data.dataset import load_training_data
     from translator.training.trainer import train
 
@@ -473,9 +473,9 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
     student data's none), and the server answers with them."""
     from conftest import tiny_config, write_tatoeba
 
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
     from translator.data.layout import read_split
-    from translator.distill.pipeline import distill
+    from translator.distill.distiller import distill
 
     directory, _, _ = opus_shaped(tmp_path)
     done = import_hf(directory, tmp_path / "opus.pt", target_token=">>cmn_Hans<<")

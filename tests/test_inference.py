@@ -5,7 +5,7 @@ import torch
 from conftest import tiny_config
 
 from translator.config import DecodeConfig
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import tokenizer_file
 from translator.data.tokenizer import load_tokenizer
 from translator.inference.text import Translator

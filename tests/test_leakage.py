@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import tiny_config, write_tatoeba
 from test_split import tempting_pairs
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import split_file
 from translator.data.lines import write_lines
 

@@ -1,7 +1,7 @@
 import torch
 from conftest import generated_pairs, tiny_config
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import split_file
 from translator.inference.text import Translator
 from translator.training.trainer import train

@@ -16,7 +16,7 @@ from test_train import (
 )
 
 from translator.config import DataConfig, TrainConfig, from_dict
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.dataset import load_training_data
 from translator.data.ids import SubwordSampling, encode_splits, ids_file, open_ids, up_to_date
 from translator.data.layout import split_file, tokenizer_file

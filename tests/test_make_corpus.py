@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 
 MAKE_CORPUS = Path(__file__).resolve().parents[1] / "scripts" / "make_corpus.py"
 RATES = ["--traditional", "0.05", "--duplicates", "0.03", "--malformed", "0.02"]

@@ -1,4 +1,4 @@
-"""Names a model does not know (data/names.py, decode.keep_names): the rule, the words a
+"""Names a model does not know (data/known_words.py, decode.keep_names): the rule, the words a
 prepared directory and a checkpoint carry, and the name carried through verbatim by both
 engines, as a placeholder or as a term that keeps its English."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from translator.data import names
+from translator.data import known_words
 from translator.data.glossary import Glossary
 from translator.data.layout import words_file
 from translator.inference.text import Translator
@@ -19,7 +19,7 @@ KNOWN = frozenset(
 
 
 def found(text: str, exclude=()) -> list[str]:
-    return [text[s:e] for s, e in names.unknown(text, KNOWN, exclude)]
+    return [text[s:e] for s, e in known_words.unknown(text, KNOWN, exclude)]
 
 
 def test_a_capitalised_word_the_model_never_saw_is_a_name():
@@ -34,12 +34,12 @@ def test_a_capitalised_word_the_model_never_saw_is_a_name():
 
 def test_the_words_travel_from_prepare_to_the_checkpoint_and_the_export(trained, tmp_path):
     prepared = trained.parents[2] / "prepared"
-    counts = names.read_counts(words_file(prepared))
+    counts = known_words.read_counts(words_file(prepared))
     assert counts["the"] > 100 and "linux" not in counts
-    listed = names.listed(load_checkpoint(trained)["source_words"])
+    listed = known_words.listed(load_checkpoint(trained)["source_words"])
     assert set(listed) == set(counts)
     # the tiny corpus's few words are fewer than a model needs to tell a name from a word
-    assert len(listed) < names.FEWEST_WORDS and names.known(listed) is None
+    assert len(listed) < known_words.FEWEST_WORDS and known_words.known(listed) is None
     assert Translator.from_checkpoint(trained, "cpu").engine.known_words is None
     pytest.importorskip("ctranslate2")
     from translator.deploy.export import export
@@ -55,7 +55,7 @@ def ours(trained) -> Translator:
     would be (the tiny corpus has fewer than FEWEST_WORDS)."""
     translator = Translator.from_checkpoint(trained, torch.device("cpu"))
     translator.engine.known_words = frozenset(
-        names.listed(load_checkpoint(trained)["source_words"])
+        known_words.listed(load_checkpoint(trained)["source_words"])
     )
     return translator
 

@@ -11,10 +11,10 @@ from torch import nn
 
 from translator.config import ModelConfig
 from translator.data.batching import pad, padding_mask
-from translator.inference import onednn
-from translator.inference.onednn import OneDNNLinear, use_onednn
+from translator.inference import torch_engine as onednn
 from translator.inference.search import TopK, beam_search
 from translator.inference.text import Translator
+from translator.inference.torch_engine import OneDNNLinear, use_onednn
 from translator.model.transformer import Transformer
 
 needs_onednn = pytest.mark.skipif(not onednn.available(), reason="oneDNN needs an x86-64 CPU")

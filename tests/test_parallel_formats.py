@@ -11,7 +11,7 @@ import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
 from translator.corpus.formats import moses, readers, tmx
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import split_file, stats_file
 from translator.errors import UserError
 

@@ -5,7 +5,7 @@ import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
 from translator.corpus.cleaning import clean_chunk, first_occurrences
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import split_file
 from translator.data.lines import read_lines
 from translator.errors import UserError

@@ -7,7 +7,7 @@ import pytest
 from conftest import run_cli
 
 from translator.config import load
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import read_split, split_file, tokenizer_file
 from translator.data.lines import read_lines
 from translator.data.tokenizer import UNK, load_tokenizer

@@ -10,7 +10,7 @@ import torch
 from conftest import assert_one_line_error, generated_pairs, run_cli, run_script, tiny_config
 
 from translator.config import DecodeConfig
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.tokenizer import BOS, EOS
 from translator.deploy.release import release

@@ -9,9 +9,14 @@ import torch
 from translator.config import DecodeConfig
 from translator.data.batching import pad, padding_mask
 from translator.errors import UserError
-from translator.inference.repeats import block_repeats
-from translator.inference.sampling import TokenSampling, draw, restrict
-from translator.inference.search import Greedy, beam_search
+from translator.inference.search import (
+    Greedy,
+    TokenSampling,
+    beam_search,
+    block_repeats,
+    draw,
+    restrict,
+)
 from translator.inference.text import Translator
 
 SENTENCES = ["Tom will buy the book.", "Mary can see the dog.", "The cat likes the car."]

@@ -96,7 +96,7 @@ def test_numbers_both_sides_hold_become_placeholders_where_all_of_them_are(tmp_p
     assert chinese[:2] == ["我付了⦅1⦆美元。", "他有⦅1⦆只猫和⦅2⦆只狗。"]
     assert chinese[2:] == ["你有十八岁了吗？", "你好。", "⦅1⦆点6:30打。", "是⦅1⦆或⦅2⦆日元。"]
 
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
 
     pairs = generated_pairs(200) + NUMBERED * 5 + [("I paid 5 dollars.", "我付了5美元。")] * 5
     write_tatoeba(tmp_path / "corpus.tsv", pairs)
@@ -148,7 +148,7 @@ NUMBERED = [
 @pytest.fixture(scope="module")
 def masked_run(tmp_path_factory):
     """The tiny corpus with numbered pairs, prepared with data.placeholders."""
-    from translator.corpus.pipeline import prepare
+    from translator.corpus.preparer import prepare
 
     tmp = tmp_path_factory.mktemp("placeholders")
     pairs = generated_pairs(300) + NUMBERED * 20

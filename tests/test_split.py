@@ -12,7 +12,7 @@ import pytest
 from conftest import tiny_config, write_tatoeba
 from reference import split_pairs
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.corpus.split import connected_groups, loose_form
 from translator.data.layout import read_split
 

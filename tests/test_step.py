@@ -23,7 +23,7 @@ from translator.model import checkpoint
 from translator.model.loss import sequence_loss
 from translator.model.transformer import CrossAttention, SelfAttention, Transformer
 from translator.runtime import BF16_OVERRIDE
-from translator.training import precision
+from translator.training import mixed_precision
 from translator.training.tensorboard import Board
 from translator.training.trainer import Trainer, train
 
@@ -33,14 +33,14 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 # ---- train.precision -------------------------------------------------------------------
 def test_auto_is_bf16_on_cuda_and_on_cpus_with_bf16_instructions(monkeypatch):
     monkeypatch.setenv(BF16_OVERRIDE, "1")
-    assert precision.resolve("auto", CPU) == "bf16"
-    assert "this CPU has bf16 matrix instructions" in precision.reason("auto", CPU)
+    assert mixed_precision.resolve("auto", CPU) == "bf16"
+    assert "this CPU has bf16 matrix instructions" in mixed_precision.reason("auto", CPU)
     monkeypatch.setenv(BF16_OVERRIDE, "0")
-    assert precision.resolve("auto", CPU) == "fp32"
-    assert "this CPU has no bf16" in precision.reason("auto", CPU)
-    assert precision.resolve("auto", CUDA) == "bf16"
-    assert precision.resolve("fp32", CUDA) == "fp32"
-    assert precision.resolve("bf16", CPU) == "bf16"
+    assert mixed_precision.resolve("auto", CPU) == "fp32"
+    assert "this CPU has no bf16" in mixed_precision.reason("auto", CPU)
+    assert mixed_precision.resolve("auto", CUDA) == "bf16"
+    assert mixed_precision.resolve("fp32", CUDA) == "fp32"
+    assert mixed_precision.resolve("bf16", CPU) == "bf16"
 
 
 @pytest.mark.parametrize(
@@ -65,20 +65,20 @@ def test_the_environment_answers_for_the_cpu_as_the_emulation_sets_it(
     flags = torch.cpu.get_capabilities()
     expected = has if has is not None else bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
     assert answer is expected and named in why
-    assert precision.resolve("auto", CPU) == ("bf16" if expected else "fp32")
-    assert why in precision.reason("auto", CPU)
+    assert mixed_precision.resolve("auto", CPU) == ("bf16" if expected else "fp32")
+    assert why in mixed_precision.reason("auto", CPU)
 
 
 def test_bf16_asked_for_on_a_cpu_without_it_warns_with_its_measured_cost(monkeypatch):
     monkeypatch.setenv(BF16_OVERRIDE, "0")
-    warning = precision.slow_bf16_warning("bf16", CPU)
+    warning = mixed_precision.slow_bf16_warning("bf16", CPU)
     assert warning.startswith("train.precision = bf16 on a CPU without bf16 matrix instruct")
     slower = float(warning.split("runs ")[1].split("x slower")[0].replace(",", ""))
     assert slower > 0  # measured: a number, whatever this CPU makes of it
-    assert precision.slow_bf16_warning("fp32", CPU) is None
-    assert precision.slow_bf16_warning("bf16", CUDA) is None
+    assert mixed_precision.slow_bf16_warning("fp32", CPU) is None
+    assert mixed_precision.slow_bf16_warning("bf16", CUDA) is None
     monkeypatch.setenv(BF16_OVERRIDE, "1")
-    assert precision.slow_bf16_warning("bf16", CPU) is None
+    assert mixed_precision.slow_bf16_warning("bf16", CPU) is None
 
 
 def test_bf16_computes_matmuls_in_bf16_with_fp32_weights_gradients_and_loss(config):

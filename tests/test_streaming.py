@@ -27,7 +27,7 @@ from translator.corpus import split_writer
 from translator.corpus.cleaning import clean_chunk, first_occurrences
 from translator.corpus.formats import readers
 from translator.corpus.formats.readers import ReadStats
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data import dataset
 from translator.data.dataset import load_training_data
 from translator.data.ids import ids_file, open_ids, up_to_date

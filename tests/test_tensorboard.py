@@ -5,7 +5,7 @@ import builtins
 import pytest
 from conftest import generated_pairs, tiny_config, write_tatoeba
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.errors import UserError
 from translator.model.rundir import RunDir
 from translator.training.tensorboard import Board

@@ -2,7 +2,7 @@ import logging
 
 from conftest import tiny_config, write_tatoeba
 
-from translator.corpus.pipeline import prepare
+from translator.corpus.preparer import prepare
 from translator.data.layout import tokenizer_file
 from translator.data.tokenizer import BOS, EOS, PAD, UNK, load_tokenizer
 

@@ -23,8 +23,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from translator.corpora import Corpus, parse_corpora, rebase_entry
 from translator.errors import UserError
+from translator.inputs import Corpus, parse_corpora, rebase_entry
 
 DEFAULT_CONFIG = Path("configs/tiny.toml")
 
@@ -33,7 +33,7 @@ InputFormat = Literal["auto", "tatoeba", "anki", "jsonl", "tmx"]  # corpus/forma
 
 @dataclass
 class DataConfig:
-    inputs: list[Corpus] = field(default_factory=list)  # corpora `prepare` reads (corpora.py)
+    inputs: list[Corpus] = field(default_factory=list)  # corpora `prepare` reads (inputs.py)
     exclude: list[str] = field(default_factory=list)  # drop pairs with a sentence of these files
     format: InputFormat = "auto"  # of single files (a pair of files is plain text)
     dir: str = "data/prepared/default"  # where splits, tokenizers and stats.json go
@@ -154,7 +154,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
     # bf16 autocast (fp32 weights and loss) or fp32; auto: bf16 on CUDA and on CPUs with bf16
-    # matrix instructions (training/precision.py)
+    # matrix instructions (training/mixed_precision.py)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False  # torch.compile of forward, loss and backward (fullgraph)
     # on CUDA (one process): each batch shape's forward, loss and backward recorded as a
@@ -171,7 +171,7 @@ class TrainConfig:
     # spaced ones, the first and last kept (shrink and fine-tune a distilled student)
     init_layers: Literal["same", "spread"] = "same"
     # word-level distillation (Kim & Rush 2016): a checkpoint or run dir whose distribution
-    # over each next token the model learns too, at teacher_weight (training/teacher.py)
+    # over each next token the model learns too, at teacher_weight (training/word_distillation.py)
     teacher: str = ""
     teacher_weight: float = 0.5  # the loss: (1 - w) x cross-entropy + w x KL(teacher || model)
 

@@ -111,7 +111,7 @@ def distill(
     is also a key of the config's distill section (distill.teacher, distill.nbest, …)."""
     if engine not in ENGINES:
         raise UserError(f"--engine must be auto, torch or ct2, got {engine!r}")
-    from translator.distill.pipeline import distill as run_distill
+    from translator.distill.distiller import distill as run_distill
 
     values = {
         "data.dir": None if data is None else str(data),

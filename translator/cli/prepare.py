@@ -130,8 +130,8 @@ def prepare(
 
     With --input and no --out, the output goes to data/prepared/<input name>, never over
     the config's data.dir."""
-    from translator.corpus.pipeline import output_dir_for
-    from translator.corpus.pipeline import prepare as run_prepare
+    from translator.corpus.preparer import output_dir_for
+    from translator.corpus.preparer import prepare as run_prepare
 
     inputs: list | None = [str(p) for p in input or []]
     if pair:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from translator.config import Config
-from translator.data import names
+from translator.data import known_words
 from translator.data.batching import (
     Batch,
     collate_padded,
@@ -229,7 +229,7 @@ def load_training_data(config: Config) -> TrainData:
     return TrainData(
         tokenizer_paths={k: str(p) for k, p in paths.items()},
         tokenizer_models={k: p.read_bytes() for k, p in paths.items()},
-        source_words=names.words_blob(english_words(data_dir)),
+        source_words=known_words.words_blob(english_words(data_dir)),
         train=train,
         valid=batches("valid"),
         bleu_src=bleu_src[:n],
@@ -243,8 +243,8 @@ def english_words(data_dir: Path) -> Counter[str]:
     """The train split's English words and their counts (words.en; counted here for a
     directory prepared before it was written)."""
     if words_file(data_dir).is_file():
-        return names.read_counts(words_file(data_dir))
-    return names.count(
+        return known_words.read_counts(words_file(data_dir))
+    return known_words.count(
         chain.from_iterable(read_chunks(split_file(data_dir, "train", "en"), 200_000))
     )
 

@@ -7,7 +7,7 @@ Training, evaluation and scripts import this, not the preparation pipeline.
     spm.{en,zh}.{model,vocab}    the SentencePiece models
     train.corpus.npy             uint16 per train pair: its corpus (index in data.inputs)
     words.en                     the train split's English words (lower case), each with its
-                                 count, most frequent first (data/names.py)
+                                 count, most frequent first (data/known_words.py)
     stats.json                   what `prepare` read, dropped, grouped and wrote
 """
 

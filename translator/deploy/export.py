@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from translator.config import ModelConfig, from_dict
-from translator.data import names
+from translator.data import known_words
 from translator.data.tokenizer import load_tokenizer
 from translator.errors import UserError
 from translator.inference.ct2_engine import (
@@ -139,7 +139,7 @@ def export(checkpoint: Path, out: Path, quantization: str | None = None, force: 
     Converter().convert(str(out), quantization=quantization, force=True)  # replaces `out`
     for name, side in ((SOURCE_SPM, "src"), (TARGET_SPM, "tgt")):
         (out / name).write_bytes(models[side])  # serialized in the checkpoint
-    if words := names.listed(payload.get("source_words")):
+    if words := known_words.listed(payload.get("source_words")):
         (out / SOURCE_WORDS).write_text("\n".join(words), encoding="ascii")
     metadata = {
         "checkpoint": str(checkpoint),

@@ -32,7 +32,7 @@ class TranslateRequest(BaseModel):
     )
 
 
-class Hypothesis(BaseModel):
+class NBestEntry(BaseModel):
     text: str
     score: float = Field(description="log P / length penalty, as beam search ranked it.")
     lost: list[str] = Field(
@@ -68,7 +68,7 @@ class TranslateResponse(BaseModel):
     )
     beam: int
     milliseconds: float
-    hypotheses: list[list[Hypothesis]] | None = Field(
+    hypotheses: list[list[NBestEntry]] | None = Field(
         None, description="With nbest ≥ 1: each text's hypotheses, best first."
     )
 

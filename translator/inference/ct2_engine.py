@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from translator.config import DecodeConfig, from_dict
-from translator.data import names
+from translator.data import known_words
 from translator.data.tokenizer import UNK, load_tokenizer
 from translator.errors import UserError
 from translator.inference import precision
@@ -68,7 +68,7 @@ class CTranslate2Engine:
         self.max_positions = max_positions
         self.about = about or About("ctranslate2", "as exported")
         self.workers = workers  # translators decoding batches in parallel
-        self.known_words: frozenset[str] | None = None  # names.py: none where not exported
+        self.known_words: frozenset[str] | None = None  # known_words.py: none where not exported
         self.ctranslate2 = require_ctranslate2()
         self.src_pieces = [src_tok.id_to_piece(i) for i in range(src_tok.get_piece_size())]
 
@@ -111,7 +111,7 @@ class CTranslate2Engine:
         )  # fmt: skip
         words = model_dir / SOURCE_WORDS
         if words.is_file():
-            found.known_words = names.known(words.read_text(encoding="ascii").split("\n"))
+            found.known_words = known_words.known(words.read_text(encoding="ascii").split("\n"))
         return found
 
     def batch_size(self, decode_cfg: DecodeConfig) -> int:

@@ -27,6 +27,7 @@ reports NaN and does no more work than it needs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -36,9 +37,67 @@ from translator.data.batching import padding_mask
 from translator.data.tokenizer import BOS, EOS
 from translator.inference.constraints import Constrained, PackedTerms
 from translator.inference.engine import NEVER_OUTPUT, Found, length_penalty
-from translator.inference.repeats import block_repeats
-from translator.inference.sampling import TokenSampling, draw
 from translator.model.transformer import Transformer
+
+# ---- how a token is drawn (decode.sample): temperature, top-k, top-p ----
+
+
+@dataclass(frozen=True)
+class TokenSampling:
+    """How to draw a token: temperature 0 is greedy; `topk` 0 and `topp` 1 keep all."""
+
+    temperature: float = 1.0
+    topk: int = 0
+    topp: float = 1.0
+    generator: torch.Generator | None = None
+
+
+def restrict(logits: torch.Tensor, how: TokenSampling) -> torch.Tensor:
+    """Logits (R,V) → the logits to sample from: divided by the temperature; outside the
+    `topk` most probable, or outside the smallest set holding `topp` of the probability
+    (the token that crosses it kept), -inf."""
+    logits = logits / how.temperature
+    if 0 < how.topk < logits.size(-1):
+        kth = logits.topk(how.topk, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if how.topp < 1.0:
+        ordered, order = logits.sort(dim=-1, descending=True)
+        probs = ordered.softmax(dim=-1)
+        beyond = probs.cumsum(dim=-1) - probs >= how.topp  # the set was full before it
+        drop = torch.zeros_like(beyond).scatter(1, order, beyond)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def draw(logits: torch.Tensor, how: TokenSampling) -> torch.Tensor:
+    """One token per row: a draw as `how` says (the argmax at temperature 0)."""
+    if how.temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = restrict(logits, how).softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=how.generator).squeeze(1)
+
+
+# ---- the repetition guard (decode.no_repeat_ngram) ----
+# fairseq's `no_repeat_ngram_size`, OpenNMT-py's `block_ngram_repeat` and CTranslate2's
+# `no_repeat_ngram_size`: a token that would complete an n-gram the hypothesis already
+# contains may not be chosen. Small models trained on short sentences loop ("我 很 喜欢 我
+# 很 喜欢 …"); this stops the loop at its second pass.
+
+
+def block_repeats(logits: torch.Tensor, history: torch.Tensor, n: int) -> None:
+    """Set to -inf, in place, each row's logits (R,V) of the tokens that would repeat an
+    n-gram of that row's `history` (R,T) of written tokens. One pass over all rows: the
+    n-grams whose first n-1 tokens equal the row's last n-1 name the tokens to block."""
+    if n <= 0 or history.size(1) < n:
+        return
+    windows = history.unfold(1, n, 1)  # (R, T-n+1, n): every n-gram written so far
+    recent = history[:, history.size(1) - n + 1 :]  # (R, n-1)
+    match = (windows[:, :, :-1] == recent[:, None, :]).all(dim=-1)  # (R, T-n+1)
+    hits = torch.zeros_like(logits).scatter_add_(1, windows[:, :, -1], match.to(logits.dtype))
+    logits.masked_fill_(hits > 0, float("-inf"))
+
+
+# ---- the selections ----
 
 
 class Selection(Protocol):

@@ -3,7 +3,7 @@ sentence's words must come out as given, how each travels, and how the engine is
 write them.
 
     find(sentence, glossary)    the glossary's entries in the sentence (data/glossary.py)
-                                and the names the model does not know (data/names.py):
+                                and the names the model does not know (data/known_words.py):
                                 those `carried` as placeholders, the rest `terms`
     search(...)                 the sources searched as without a glossary; those whose
                                 best translation misses a term searched again by the
@@ -29,7 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from translator.config import DecodeConfig
-from translator.data import names, spans
+from translator.data import known_words, spans
 from translator.data.glossary import Glossary, Match, sentence_ends, term_ids
 from translator.inference.engine import (
     Engine,
@@ -80,7 +80,7 @@ class TermPolicy:
         names_kept = decode_cfg.keep_names and (self.placeholders or not decode_cfg.sample)
         if names_kept and self.engine.known_words is not None:
             taken = protected + [(m.start, m.end) for m in found]
-            unknown = names.unknown(sentence, self.engine.known_words, taken)
+            unknown = known_words.unknown(sentence, self.engine.known_words, taken)
             self.counts["names_kept"] += len(unknown)
             found = sorted(found + [Match(s, e, sentence[s:e]) for s, e in unknown])
         if not self.placeholders:
@@ -93,9 +93,11 @@ class TermPolicy:
     def unseen(self, english: str) -> bool:
         """Whether no word of `english` is one the model was trained on (False where its
         words are not known)."""
-        words = names.words_of(english)
+        words = known_words.words_of(english)
         known = self.engine.known_words
-        return known is not None and bool(words) and not any(names.seen(w, known) for w in words)
+        return (
+            known is not None and bool(words) and not any(known_words.seen(w, known) for w in words)
+        )
 
     def term_ids(self, chinese: str) -> list[int] | None:
         """A term as the target ids the search must write (glossary.term_ids)."""

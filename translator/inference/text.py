@@ -73,7 +73,7 @@ def _mark_for(sentence: str) -> str:
     return "?" if _QUESTION.match(sentence) else "."
 
 
-class Prepared(NamedTuple):
+class Sentence(NamedTuple):
     """One sentence as the model is given it (`text`), what its placeholders stand for
     (`spans`), and the glossary's terms in it: each one's Chinese, which the translation
     must hold, and its English as it stands in the sentence."""
@@ -237,7 +237,7 @@ class Translator:
         self.counts["terms_missed"] += sum(len(f[0].missed) for f in combined if f)
         return combined
 
-    def prepare(self, sentence: str, glossary: Glossary | None = None) -> Prepared:
+    def prepare(self, sentence: str, glossary: Glossary | None = None) -> Sentence:
         """One normalised sentence as the model is given it: in ordinary case
         (decode.recase), with a final mark (decode.final_mark), its spans and the terms
         carried as placeholders as ⦅n⦆ (a model trained with data.placeholders); and the
@@ -249,9 +249,9 @@ class Translator:
         carried, terms = self.terms.find(sentence, glossary, self.decode_cfg)
         chinese, english = [m.chinese for m in terms], [sentence[m.start : m.end] for m in terms]
         if not self.placeholders:
-            return Prepared(sentence, [], chinese, english)
+            return Sentence(sentence, [], chinese, english)
         text, held = spans.mask(sentence, extra=[(m.start, m.end, m.chinese) for m in carried])
-        return Prepared(text, held, chinese, english)
+        return Sentence(text, held, chinese, english)
 
     @property
     def placeholders(self) -> bool:

@@ -18,7 +18,7 @@ The Trainer owns the model, optimiser, schedule and training state. What it lean
 explicit inputs and knows nothing of it: the state and random generators (state.py), what
 last.pt holds (resume.py), the schedule, the optimiser, torchrun (distributed.py), the
 out-of-memory guard (oom.py), the precision a step computes in and the static shapes it
-implies (precision.py), the compiled step (compiled.py), the teacher of word-level
+implies (mixed_precision.py), the compiled step (compiled.py), the teacher of word-level
 distillation (teacher.py) and TensorBoard (tensorboard.py).
 """
 
@@ -50,7 +50,7 @@ from translator.model.loss import distilled_loss, rdrop_loss, sequence_loss, twi
 from translator.model.rundir import RunDir, checkpoint_in
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
-from translator.training import distributed, precision
+from translator.training import distributed, mixed_precision
 from translator.training.compiled import compiled
 from translator.training.distributed import Ranks
 from translator.training.graphs import (
@@ -69,8 +69,8 @@ from translator.training.resume import (
 )
 from translator.training.schedule import LRSchedule
 from translator.training.state import TrainState, random_state, seed_everything, set_random_state
-from translator.training.teacher import load_teacher
 from translator.training.tensorboard import Board
+from translator.training.word_distillation import load_teacher
 
 log = logging.getLogger("translator.training")
 
@@ -141,14 +141,14 @@ def resolve(config: Config, device: torch.device, ranks: Ranks, resume: bool = F
     a new run, train.init_from the checkpoint file itself (a run directory stands for its
     best.pt). This is what config.json and every checkpoint record."""
     train_cfg = config.train
-    chosen = distributed.from_main(precision.resolve(train_cfg.precision, device), ranks)
+    chosen = distributed.from_main(mixed_precision.resolve(train_cfg.precision, device), ranks)
     init_from = train_cfg.init_from
     if init_from and not resume:
         init_from = str(checkpoint_in(init_from))
     train_cfg = replace(
         train_cfg,
         precision=chosen,
-        pad_to_multiple=precision.pad_multiple(train_cfg.pad_to_multiple, chosen, device),
+        pad_to_multiple=mixed_precision.pad_multiple(train_cfg.pad_to_multiple, chosen, device),
         init_from=init_from,
     )
     return replace(config, train=train_cfg)
@@ -160,7 +160,7 @@ class Trainer:
     def __init__(self, config: Config, progress: bool = True, resume: bool = False):
         """`resume`: the run will continue from last.pt (train.init_from is then not read)."""
         self.ranks, self.device = distributed.init(pick_device(config.train.device))
-        self.precision_reason = precision.reason(config.train.precision, self.device)
+        self.precision_reason = mixed_precision.reason(config.train.precision, self.device)
         self.config = config = resolve(config, self.device, self.ranks, resume)
         train_cfg = config.train
         self.precision = train_cfg.precision
@@ -169,7 +169,7 @@ class Trainer:
         self.run_dir = RunDir(train_cfg.run_dir)
         graphed = uses_cuda_graphs(train_cfg, self.device, self.ranks.world)
         # a step recorded as a CUDA graph must not keep autocast's cached weight copies
-        self.autocast = precision.autocast(self.precision, self.device, cache=not graphed)
+        self.autocast = mixed_precision.autocast(self.precision, self.device, cache=not graphed)
         seed_everything(train_cfg.seed)
         self.data = load_training_data(config)
         self.src_tok = load_tokenizer(self.data.tokenizer_models["src"])
@@ -259,7 +259,9 @@ class Trainer:
     def _log_start(self) -> None:
         data, train_cfg = self.data, self.config.train
         log.info("precision %s (%s)", self.precision, self.precision_reason)
-        if self.ranks.main and (slow := precision.slow_bf16_warning(self.precision, self.device)):
+        if self.ranks.main and (
+            slow := mixed_precision.slow_bf16_warning(self.precision, self.device)
+        ):
             log.warning(slow)
         if train_cfg.pad_to_multiple > 1:
             log.info(

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from translator.corpora import Corpus
 from translator.corpus.formats import readers
 from translator.corpus.formats.archive import corpus_members, is_zip
 from translator.corpus.formats.moses import PairBlock, TextFile, pair_blocks, parse_pair_block
 from translator.corpus.formats.read_stats import ReadStats
 from translator.corpus.formats.tmx import UnitBlock, parse_unit_block, unit_blocks
 from translator.errors import UserError
+from translator.inputs import Corpus
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from translator.corpus.scan import Scan, scan
 from translator.corpus.split import SplitPlan, held_out_cap, plan_split
 from translator.corpus.split_writer import write_splits
 from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
-from translator.data import names
+from translator.data import known_words
 from translator.data.ids import SubwordSampling, encode_splits, meta_file
 from translator.data.layout import (
     LANGS,
@@ -187,9 +187,11 @@ def mask_train_split(out: Path, data_cfg: DataConfig) -> dict[str, int]:
 
 def write_words(out: Path) -> int:
     """words.en: the train split's English words and their counts, for the names a model
-    will not know (data/names.py); returns how many distinct words."""
-    counts = names.count(chain.from_iterable(read_chunks(split_file(out, "train", "en"), 200_000)))
-    names.write_counts(counts, words_file(out))
+    will not know (data/known_words.py); returns how many distinct words."""
+    counts = known_words.count(
+        chain.from_iterable(read_chunks(split_file(out, "train", "en"), 200_000))
+    )
+    known_words.write_counts(counts, words_file(out))
     return len(counts)
 
 
