@@ -159,7 +159,7 @@ class Steps:
             batch = self.trainer.data.train[int(self.order[self.next % len(self.order)])]
             fetch += time.perf_counter() - began
             self.next += 1
-            losses.append(self.trainer.step([batch]) / batch.n_tokens)
+            losses.append(self.trainer.step([batch]).loss / batch.n_tokens)
             tokens += batch.n_tokens
         sync()
         return tokens, time.perf_counter() - start, fetch, torch.stack(losses).float().cpu()

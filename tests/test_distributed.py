@@ -17,6 +17,7 @@ from conftest import tiny_config, to_toml
 
 from translator.corpus.preparer import prepare
 from translator.model import checkpoint
+from translator.model.rundir import RunDir
 from translator.training import distributed
 from translator.training.distributed import deal, gloo_threads
 from translator.training.trainer import train
@@ -128,6 +129,11 @@ def test_two_processes_equal_one_accumulating_and_resume_exactly(tmp_path, corpu
     assert len(payload["rng"]) == 2  # each rank's random state
     rows = (tmp_path / "ddp/metrics.tsv").read_text().splitlines()
     assert len(rows) == 3 and rows[:2] == (tmp_path / "after-epoch-1.tsv").read_text().splitlines()
+    # the gradient norm: each rank clips the same all-reduced gradients, counted once
+    ddp_rows, single_rows = (RunDir(tmp_path / d).metric_rows() for d in ("ddp", "single"))
+    for ddp_row, single_row in zip(ddp_rows, single_rows, strict=True):
+        for column in ("grad_norm", "grad_norm_max"):
+            assert float(ddp_row[column]) == pytest.approx(float(single_row[column]), rel=1e-4)
 
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed")

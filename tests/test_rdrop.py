@@ -66,7 +66,7 @@ def test_a_training_step_runs_each_batch_twice_and_differs_by_its_dropout(config
     seen = []
     hook = trainer.model.register_forward_hook(lambda m, args, out: seen.append(out.shape))
     batch = trainer.data.train.epoch(0)[0]
-    loss = trainer.step([batch])
+    loss = trainer.step([batch]).loss
     hook.remove()
     assert seen[0][0] == 2 * batch.src.size(0)
     trainer.model.eval()

@@ -16,6 +16,7 @@ from translator.model import checkpoint
 from translator.model.rundir import RunDir
 from translator.training import oom
 from translator.training import trainer as train_module
+from translator.training.tensorboard import Board
 from translator.training.trainer import (
     Interrupted,
     StopReason,
@@ -193,9 +194,9 @@ def recorded_losses(monkeypatch) -> list[float]:
     step = Trainer.step
 
     def recording(self, batches, *args):
-        loss = step(self, batches, *args)
-        losses.append(loss.item() / sum(b.n_tokens for b in batches))
-        return loss
+        out = step(self, batches, *args)
+        losses.append(out.loss.item() / sum(b.n_tokens for b in batches))
+        return out
 
     monkeypatch.setattr(Trainer, "step", recording)
     return losses
@@ -226,18 +227,24 @@ def sigterm_after(monkeypatch, step: int):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_resume_mid_epoch_after_a_signal_is_exact(config, tmp_path, monkeypatch, precision):
-    """In either precision: also two runs of one config on one machine are identical."""
-    config.train.precision = precision
+    """In either precision: also two runs of one config on one machine are identical. What
+    is logged every train.log_every updates too: the window since the last log (4) goes on
+    across the stop (after 5)."""
+    config.train.precision, config.train.log_every = precision, 4
     losses = recorded_losses(monkeypatch)
+    logged = []
+    monkeypatch.setattr(Board, "training", lambda self, *scalars: logged.append(scalars[:4]))
     straight = train(exact_config(config, tmp_path, "straight"), progress=False)
     assert checkpoint.load(tmp_path / "straight/checkpoints/last.pt")["precision"] == precision
     expected, losses[:] = list(losses), []
+    expected_logs, logged[:] = list(logged), []
     config = exact_config(config, tmp_path, "cut")
     interrupted = pytest.raises(Interrupted, match="SIGTERM in epoch 1 after step 5.*--resume")
     with sigterm_after(monkeypatch, 5), interrupted:  # mid-epoch, 2 after the save at 3
         train(config, progress=False)
     resumed = train(config, resume=True, progress=False)
     assert losses == pytest.approx(expected, abs=1e-6)
+    assert logged == expected_logs  # (step, loss, grad norm, largest) of each window
     assert resumed.state.step == straight.state.step
     assert_same_run(tmp_path / "straight", tmp_path / "cut")
 
@@ -288,6 +295,103 @@ def test_update_freq_is_one_update_over_the_batches_tokens(config):
     (loss / sum(b.n_tokens for b in batches)).backward()
     for name, param in reference.named_parameters():
         torch.testing.assert_close(seen[name], param.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+# ---- what the log shows: the gradient norm, the loss since the last log ----------------
+def recorded_norms(monkeypatch) -> list[float]:
+    """Every gradient norm clip_grad_norm_ returns (the norm before clipping), in order, for
+    the runs that follow."""
+    norms: list[float] = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def recording(*args, **kwargs):
+        norm = clip(*args, **kwargs)
+        norms.append(norm.item())
+        return norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording)
+    return norms
+
+
+def test_metrics_hold_each_epochs_mean_and_largest_gradient_norm_before_clipping(
+    config, tmp_path, monkeypatch
+):
+    norms = recorded_norms(monkeypatch)
+    config = with_train(config, max_epochs=2, clip_norm=0.1)
+    result = train(config, progress=False)
+    per_epoch = len(norms) // 2
+    assert len(norms) == result.state.step == 2 * per_epoch
+    rows = RunDir(tmp_path / "run").metric_rows()
+    for epoch, (row, written) in enumerate(zip(result.history, rows, strict=True)):
+        epochs_norms = norms[epoch * per_epoch : (epoch + 1) * per_epoch]
+        assert row["grad_norm"] == pytest.approx(sum(epochs_norms) / per_epoch, rel=1e-6)
+        assert row["grad_norm_max"] == max(epochs_norms)
+        assert float(written["grad_norm"]) == pytest.approx(row["grad_norm"], rel=1e-5)
+        assert float(written["grad_norm_max"]) == pytest.approx(row["grad_norm_max"], rel=1e-5)
+
+    # the first update's gradient, computed apart from the trainer: its norm, unclipped
+    trainer = Trainer(config, progress=False)  # the same initial weights
+    plan, updates = trainer.start_epoch()
+    batch = plan[updates[0][0]].to(trainer.device)
+    logits = trainer.model(batch.src, batch.tgt_in, batch.src_mask)
+    loss = train_module.sequence_loss(logits, batch.tgt_out, config.train.label_smoothing)
+    (loss / batch.n_tokens).backward()
+    gradient = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+    assert norms[0] == pytest.approx(gradient.norm().item(), rel=1e-5)
+    assert norms[0] > 10 * config.train.clip_norm  # clipped, and logged as it was before
+
+
+def test_a_loss_spike_shows_in_its_window_and_train_loss_stays_the_epochs_mean(config, monkeypatch):
+    """Every train.log_every updates the loss logged is that of the updates since the last
+    log: one update's loss (as reported; training is unchanged) made 100 times larger shows
+    in its window alone, and metrics.tsv's train_loss is still the mean of the epoch."""
+    updates, logged = [], []
+    step = Trainer.step
+
+    def spiking(self, batches, tokens=None, counted=True):
+        out = step(self, batches, tokens, counted)
+        loss = out.loss * (100 if self.state.step == 5 else 1)
+        updates.append((loss.item(), tokens))
+        return out._replace(loss=loss)
+
+    monkeypatch.setattr(Trainer, "step", spiking)
+    monkeypatch.setattr(Board, "training", lambda self, step, loss, *rest: logged.append(loss))
+    result = train(with_train(config, max_epochs=1, log_every=2), progress=False)
+    assert len(updates) == 8 and len(logged) == 5  # logs after updates 1, 2, 4, 6, 8
+    for loss, (start, end) in zip(logged, [(0, 1), (1, 2), (2, 4), (4, 6), (6, 8)], strict=True):
+        window = updates[start:end]
+        assert loss == pytest.approx(sum(x for x, _ in window) / sum(t for _, t in window))
+    assert logged[3] > 20 * max(logged[:3] + logged[4:])  # updates 5-6: the spike
+    epoch_mean = sum(x for x, _ in updates) / sum(t for _, t in updates)
+    assert result.history[0]["train_loss"] == pytest.approx(epoch_mean, rel=1e-6)
+    assert logged[4] < result.history[0]["train_loss"] / 5  # the last window's is not it
+
+
+def test_an_infinite_gradient_norm_stops_training_before_anything_is_saved(config, monkeypatch):
+    """A norm that is not finite has made the weights NaN as clipping scaled by it."""
+    clip = torch.nn.utils.clip_grad_norm_
+    infinite = lambda *args, **kwargs: clip(*args, **kwargs) * math.inf  # noqa: E731
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", infinite)
+    stopped = r"diverged: gradient norm is inf at epoch 1, step 1; nothing was saved"
+    with pytest.raises(TrainingDiverged, match=stopped):
+        train(with_train(config, max_epochs=1), progress=False)
+
+
+def test_a_last_pt_written_before_the_gradient_norm_resumes(config, tmp_path):
+    """Its epochs have no grad_norm in metrics.tsv, and the epoch it stopped in has the
+    mean of the updates since the resume."""
+    train(with_train(config, max_epochs=2, max_updates=10), progress=False)  # mid-epoch 2
+    last = tmp_path / "run/checkpoints/last.pt"
+    payload = checkpoint.load(last)
+    new = ("grad_norm", "window_", "epoch_updates")
+    old = lambda d: {k: v for k, v in d.items() if not any(n in k for n in new)}  # noqa: E731
+    payload["train_state"] = old(payload["train_state"])
+    payload["train_state"]["history"] = [old(row) for row in payload["train_state"]["history"]]
+    checkpoint.save(payload, last)
+    result = train(with_train(config, max_updates=0), resume=True, progress=False)
+    rows = RunDir(tmp_path / "run").metric_rows()
+    assert [r["grad_norm"] for r in rows][0] == "" and float(rows[1]["grad_norm"]) > 0
+    assert result.history[-1]["grad_norm"] <= result.history[-1]["grad_norm_max"]
 
 
 def test_out_of_memory_skips_the_batch_and_three_in_a_row_stop(config, monkeypatch):

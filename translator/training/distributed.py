@@ -98,12 +98,13 @@ def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
     return shares
 
 
-def sum_all(value: torch.Tensor, ranks: Ranks) -> float:
-    """The sum over ranks of a one-number tensor, read on the host (a host-device sync)."""
+def sum_all(value: torch.Tensor, ranks: Ranks) -> Any:
+    """The sum over ranks of a tensor, read on the host as a number or (nested) lists of
+    them: one host-device sync, whatever its size."""
     total = value.detach().to("cpu", copy=True)
     if ranks.active:
         dist.all_reduce(total, group=ranks.control)
-    return total.item()
+    return total.tolist()
 
 
 def highest(value: int, ranks: Ranks) -> int:

@@ -1,5 +1,6 @@
 """What a training run must remember to continue exactly: the counters and the position in
-the epoch's batch order (TrainState), and every random generator a step draws from."""
+the epoch's batch order (TrainState), the sums its updates add up on the device between
+reads (DeviceSums), and every random generator a step draws from."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ class TrainState:
     epoch_loss: float = 0.0  # summed training loss of the current epoch so far ...
     epoch_tokens: int = 0  # ... over this many target tokens ...
     epoch_seconds: float = 0.0  # ... in this much training time
+    epoch_updates: int = 0  # updates made in the current epoch (skipped ones not counted) ...
+    epoch_grad_norm: float = 0.0  # ... their gradient norms before clipping, summed ...
+    epoch_grad_norm_max: float = 0.0  # ... and the largest
+    window_loss: float = 0.0  # summed training loss since the last log ...
+    window_tokens: int = 0  # ... over this many target tokens ...
+    window_updates: int = 0  # ... in this many updates ...
+    window_grad_norm: float = 0.0  # ... their gradient norms before clipping, summed ...
+    window_grad_norm_max: float = 0.0  # ... and the largest
     skipped: int = 0  # batches skipped after running out of memory
     history: list[dict[str, Any]] = field(default_factory=list)  # metrics.tsv rows
 
@@ -32,6 +41,12 @@ class TrainState:
         self.epoch += 1
         self.position = 0
         self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0.0, 0, 0.0
+        self.epoch_updates, self.epoch_grad_norm, self.epoch_grad_norm_max = 0, 0.0, 0.0
+
+    def start_window(self) -> None:
+        """The updates since the last log begin again (after the log has read them)."""
+        self.window_loss, self.window_tokens, self.window_updates = 0.0, 0, 0
+        self.window_grad_norm, self.window_grad_norm_max = 0.0, 0.0
 
     def improved_by(self, bleu: float, loss: float) -> bool:
         """Better validation BLEU than the best so far, ties broken by validation loss."""
@@ -48,6 +63,54 @@ class TrainState:
             self.best_ema_bleu = row["ema_valid_bleu"]
         self.bad_epochs = 0 if improved or average_best else self.bad_epochs + 1
         self.history.append(row)
+
+
+# TrainState's fields that the updates add up on the device: a row for the epoch and one for
+# the window since the last log, each its summed loss, summed gradient norm and largest
+SUMMED = (
+    ("epoch_loss", "epoch_grad_norm", "epoch_grad_norm_max"),
+    ("window_loss", "window_grad_norm", "window_grad_norm_max"),
+)
+EPOCH, WINDOW = 0, 1  # SUMMED's rows
+
+
+class DeviceSums:
+    """The training loss and the gradient norm before clipping of each update, added up on
+    the device so that an update reads nothing back: TrainState's SUMMED fields as a
+    (2, 3) float32 tensor. The host reads them all at once (`shared`, then `into`), at the
+    syncs that happen anyway; the loss is added in the order and precision it always was."""
+
+    def __init__(self, state: TrainState, device: torch.device, counted: bool = True):
+        """`state`'s sums on `device`; zeros where not `counted` (all ranks but one, so that
+        the sum over ranks counts them once)."""
+        values = [[getattr(state, name) if counted else 0.0 for name in row] for row in SUMMED]
+        self.values = torch.tensor(values, dtype=torch.float32, device=device)
+
+    def add(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """One update's summed loss and gradient norm, into the epoch's and the window's."""
+        self.values[:, :2] += torch.stack((loss, grad_norm))
+        self.values[:, 2] = torch.maximum(self.values[:, 2], grad_norm)
+
+    def zero(self, row: int) -> None:
+        """EPOCH's or WINDOW's sums start again."""
+        self.values[row].zero_()
+
+    def shared(self, main: bool) -> torch.Tensor:
+        """The sums as this rank adds them to the other ranks': its own loss, and the
+        gradient norms from the main rank alone (they are the same on every rank, as each
+        clips the same all-reduced gradients)."""
+        if main:
+            return self.values
+        mine = self.values.clone()
+        mine[:, 1:] = 0.0
+        return mine
+
+    @staticmethod
+    def into(state: TrainState, values: list[list[float]]) -> None:
+        """Sums read on the host (summed over ranks) into `state`'s SUMMED fields."""
+        for names, row in zip(SUMMED, values, strict=True):
+            for name, value in zip(names, row, strict=True):
+                setattr(state, name, value)
 
 
 def random_state() -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""Optional TensorBoard logging (`train.tensorboard = true` or `train --tensorboard`): the
-training loss, learning rate and tokens/s every `train.log_every` updates, and the
-validation loss and BLEU at every validation, under RUN_DIR/tensorboard, by update.
+"""Optional TensorBoard logging (`train.tensorboard = true` or `train --tensorboard`): every
+`train.log_every` updates the training loss and gradient norm (mean and largest) of the
+updates since the last log, the learning rate and tokens/s; at every validation the
+validation loss and BLEU; under RUN_DIR/tensorboard, by update.
 
 Written with PyTorch's own `SummaryWriter`; it needs the `tensorboard` package, an optional
 extra (`pip install "translator[tensorboard]"`). Only the main process writes.
@@ -30,9 +31,21 @@ class Board:
             ) from None
         self.writer = SummaryWriter(str(self.directory), flush_secs=10)
 
-    def training(self, step: int, loss: float, lr: float, tokens_per_s: float) -> None:
+    def training(
+        self,
+        step: int,
+        loss: float,
+        grad_norm: float,
+        grad_norm_max: float,
+        lr: float,
+        tokens_per_s: float,
+    ) -> None:
+        """The scalars of one log: `loss`, `grad_norm` (a mean) and `grad_norm_max` of the
+        updates since the last."""
         if self.writer is not None:
             self.writer.add_scalar("train/loss", loss, step)
+            self.writer.add_scalar("train/grad_norm", grad_norm, step)
+            self.writer.add_scalar("train/grad_norm_max", grad_norm_max, step)
             self.writer.add_scalar("train/lr", lr, step)
             self.writer.add_scalar("train/tokens_per_s", tokens_per_s, step)
 

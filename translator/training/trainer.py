@@ -31,7 +31,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from tqdm import tqdm
@@ -68,7 +68,15 @@ from translator.training.resume import (
     training_payload,
 )
 from translator.training.schedule import LRSchedule
-from translator.training.state import TrainState, random_state, seed_everything, set_random_state
+from translator.training.state import (
+    EPOCH,
+    WINDOW,
+    DeviceSums,
+    TrainState,
+    random_state,
+    seed_everything,
+    set_random_state,
+)
 from translator.training.tensorboard import Board
 from translator.training.word_distillation import load_teacher
 
@@ -102,6 +110,14 @@ class Interrupted(Exception):
     def __init__(self, message: str, signum: int):
         super().__init__(message)
         self.signum = signum
+
+
+class StepOutput(NamedTuple):
+    """What one update leaves on the device: its summed loss, and its gradients' norm
+    before clipping (what `clip_grad_norm_` returns)."""
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
 
 
 @dataclass
@@ -204,7 +220,7 @@ class Trainer:
         self.schedule = LRSchedule(self.optimizer, train_cfg)
         self.ema = WeightEMA(self.model, train_cfg.ema) if train_cfg.ema else None
         self.state = TrainState()
-        self.epoch_loss = torch.zeros((), device=self.device)  # summed on the device: no sync
+        self.sums = DeviceSums(self.state, self.device)  # the loss and gradient norm: no sync
         self.budget_s = train_cfg.max_minutes * 60 if train_cfg.max_minutes > 0 else math.inf
         self.session_start = time.monotonic()  # fit() starts the clock again
         self.session_elapsed = 0.0  # state.elapsed when this session began
@@ -366,21 +382,25 @@ class Trainer:
         tokens = int(plan.tokens[group].sum())
         batches = [plan[i] for i in share] or [plan[group[0]]]
         with self.memory.skipped_if_out_of_memory(self.optimizer, self.state, len(batches)):
-            self.epoch_loss += self.step(batches, tokens, bool(share))
+            self.sums.add(*self.step(batches, tokens, bool(share)))
+            self.state.epoch_updates += 1
+            self.state.window_updates += 1
         self.state.position += len(group)
         self.state.epoch_tokens += tokens
+        self.state.window_tokens += tokens
         self.state.epoch_seconds += time.perf_counter() - began
 
     def step(
         self, batches: list[Batch], tokens: int | None = None, counted: bool = True
-    ) -> torch.Tensor:
+    ) -> StepOutput:
         """One optimiser update over `batches`: for each, forward, loss and backward; then
         clipping, AdamW's step and the weights' average (train.ema). The loss is normalised
         by the `tokens` of the whole update (all ranks'; default: these batches'), so an
         update over several batches is one over their tokens. `counted` False: a stand-in
         batch for a rank with no share of the update, its loss multiplied by 0, so the rank
-        still joins the gradient all-reduce. Returns the summed loss, left on the device
-        (no sync)."""
+        still joins the gradient all-reduce. Returns the summed loss and the gradient norm
+        before clipping (of the all-reduced gradients under DDP: the same on every rank),
+        left on the device (no sync)."""
         self.state.step += 1
         self.schedule.before_update(self.state.step)
         tokens = tokens or sum(b.n_tokens for b in batches)
@@ -395,12 +415,13 @@ class Trainer:
                     args = (on.src, on.tgt_in, on.src_mask, on.tgt_out, tokens, counted)
                     loss_sum = self._forward_backward(*args)
             total += loss_sum.detach() * counted
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_norm)
+        clip = self.config.train.clip_norm
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=self.graphed is None)  # graphs write in place
         if self.ema:
             self.ema.update()
-        return total
+        return StepOutput(total, grad_norm)
 
     def loss(
         self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor, tgt_out: torch.Tensor
@@ -453,19 +474,30 @@ class Trainer:
         )
 
     def _log_update(self, bar: tqdm, board: Board) -> None:
-        """Every train.log_every updates (and the first): the loss, the learning rate and
-        tokens/s on the progress bar and TensorBoard, and the NaN check."""
-        step = self.state.step
+        """Every train.log_every updates (and the first): the loss per target token and
+        the mean gradient norm of the updates since the last log (the window, so that a
+        spike shows), the learning rate and the epoch's tokens/s on the progress bar and
+        TensorBoard, and the NaN check."""
+        state, step = self.state, self.state.step
         if step % self.config.train.log_every == 0 or step == 1:
-            loss = self._global_loss()  # the one host-device sync, every log_every steps
-            self._check_finite(loss)
-            seconds = max(self.state.epoch_seconds, 1e-9)
-            per_token = loss / max(1, self.state.epoch_tokens)
-            tokens_per_s = self.state.epoch_tokens / seconds
-            bar.set_postfix(
-                loss=f"{per_token:.3f}", lr=f"{self.schedule.lr:.2e}", tok_s=f"{tokens_per_s:.0f}"
+            self._read_sums()  # the one host-device sync, every log_every steps
+            self._check_finite(state.epoch_loss, state.epoch_grad_norm)
+            loss = state.window_loss / max(1, state.window_tokens)
+            grad_norm = state.window_grad_norm / max(1, state.window_updates)
+            tokens_per_s = state.epoch_tokens / max(state.epoch_seconds, 1e-9)
+            bar.set_postfix(  # a dict: in this order (tqdm sorts keyword arguments)
+                {
+                    "loss": f"{loss:.3f}",
+                    "grad_norm": f"{grad_norm:.3f}",
+                    "lr": f"{self.schedule.lr:.2e}",
+                    "tok_s": f"{tokens_per_s:.0f}",
+                }
             )
-            board.training(step, per_token, self.schedule.lr, tokens_per_s)
+            board.training(
+                step, loss, grad_norm, state.window_grad_norm_max, self.schedule.lr, tokens_per_s
+            )
+            state.start_window()
+            self.sums.zero(WINDOW)
         if step == 1:
             log.info("first update %.1f s after start-up began", time.perf_counter() - self.created)
 
@@ -474,18 +506,24 @@ class Trainer:
         if every and self.state.step % every == 0:
             self.save()
 
-    def _global_loss(self) -> float:
-        """The epoch's summed training loss so far, over all ranks."""
-        return distributed.sum_all(self.epoch_loss, self.ranks)
+    def _read_sums(self) -> None:
+        """The device's sums into the state (DeviceSums.into): the loss summed over all
+        ranks. One host-device sync; collective, every rank calls it."""
+        sums = distributed.sum_all(self.sums.shared(self.ranks.main), self.ranks)
+        DeviceSums.into(self.state, sums)
 
-    def _check_finite(self, loss: float) -> None:
-        if not math.isfinite(loss):
-            last = self.run_dir.last
-            kept = f"the last good checkpoint is {last}" if last.exists() else "nothing was saved"
-            raise TrainingDiverged(
-                f"training diverged: loss is {loss} at epoch {self.state.epoch + 1}, step "
-                f"{self.state.step}; {kept}. Try a lower train.lr or more train.warmup_steps"
-            )
+    def _check_finite(self, loss: float, grad_norm: float = 0.0) -> None:
+        """Stop with TrainingDiverged on a NaN/inf loss, or gradient norm (the update it
+        came from has already made the weights NaN)."""
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return
+        what = f"loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {grad_norm}"
+        last = self.run_dir.last
+        kept = f"the last good checkpoint is {last}" if last.exists() else "nothing was saved"
+        raise TrainingDiverged(
+            f"training diverged: {what} at epoch {self.state.epoch + 1}, step "
+            f"{self.state.step}; {kept}. Try a lower train.lr or more train.warmup_steps"
+        )
 
     # ---- the end of an epoch -----------------------------------------------------------
     def end_epoch(self, board: Board, stop: StopReason | None) -> dict:
@@ -503,11 +541,11 @@ class Trainer:
         result = self._validate()
         row = self._metrics_row(result, complete)
         average_best = self._validate_average(row)
-        self._check_finite(row["train_loss"])
+        self._check_finite(row["train_loss"], row["grad_norm"])
         improved = self.state.improved_by(result.bleu, result.loss)
         if complete:
             self.state.finish_epoch(row, improved, average_best)
-            self.epoch_loss.zero_()
+            self.sums.zero(EPOCH)
             self.schedule.after_epoch(result.loss, result.bleu, self.state.step)
         payload = saved or self._payload()
         rows = self.state.history if complete else [*self.state.history, row]
@@ -548,13 +586,17 @@ class Trainer:
         return result.bleu > self.state.best_ema_bleu
 
     def _metrics_row(self, result: Validation, complete: bool) -> dict:
+        """The epoch's row of metrics.tsv (collective: it reads the sums)."""
+        self._read_sums()
         state = self.state
         return {
             "epoch": state.epoch + 1,
             "complete": int(complete),
             "step": state.step,
             "lr": self.schedule.lr,
-            "train_loss": self._global_loss() / max(1, state.epoch_tokens),
+            "train_loss": state.epoch_loss / max(1, state.epoch_tokens),
+            "grad_norm": state.epoch_grad_norm / max(1, state.epoch_updates),
+            "grad_norm_max": state.epoch_grad_norm_max,
             "valid_loss": result.loss,
             "valid_bleu": result.bleu,
             "train_tokens_per_s": state.epoch_tokens / max(state.epoch_seconds, 1e-9),
@@ -574,11 +616,13 @@ class Trainer:
         board.validation(self.state.step, result.loss, result.bleu)
         average = f", EMA {row['ema_valid_bleu']:.2f}" if "ema_valid_bleu" in row else ""
         log.info(
-            "epoch %d%s: train loss %.3f, valid loss %.3f, valid BLEU %.2f%s%s, %.0f tgt tok/s"
-            " | %s → %s",
+            "epoch %d%s: train loss %.3f, grad norm %.3f (max %.3f), valid loss %.3f, valid "
+            "BLEU %.2f%s%s, %.0f tgt tok/s | %s → %s",
             row["epoch"],
             "" if row["complete"] else " (cut short)",
             row["train_loss"],
+            row["grad_norm"],
+            row["grad_norm_max"],
             result.loss,
             result.bleu,
             " (best)" if improved else "",
@@ -590,11 +634,11 @@ class Trainer:
 
     # ---- checkpoints -------------------------------------------------------------------
     def _payload(self) -> dict:
-        """Everything last.pt holds; the loss so far summed over all ranks (collective:
-        every rank calls it)."""
+        """Everything last.pt holds; the sums so far read into the state, the loss summed
+        over all ranks (collective: every rank calls it)."""
         state = self.state
-        state.epoch_loss = self._global_loss()
-        self._check_finite(state.epoch_loss)
+        self._read_sums()
+        self._check_finite(state.epoch_loss, state.epoch_grad_norm)
         state.elapsed = self._elapsed()
         rng = distributed.gather(random_state(), self.ranks)  # one per rank
         return training_payload(
@@ -633,8 +677,8 @@ class Trainer:
         elif self.ema:
             self.ema.restart()
             log.info("train.ema is new to this run: the average starts from the resumed weights")
-        loss = self.state.epoch_loss if self.ranks.main else 0.0  # counted once, on rank 0
-        self.epoch_loss = torch.tensor(loss, device=self.device)
+        # the epoch's and the window's sums, counted once: on rank 0
+        self.sums = DeviceSums(self.state, self.device, counted=self.ranks.main)
         self.session_elapsed = self.state.elapsed
         states = payload["rng"]
         set_random_state(states[self.ranks.rank % len(states)])
