@@ -1,6 +1,7 @@
 """`translator plot` and `translator info`: what a run did, as a picture and as text."""
 
 import builtins
+import math
 
 import pytest
 from conftest import assert_one_line_error, run_cli
@@ -8,14 +9,16 @@ from conftest import assert_one_line_error, run_cli
 from translator.config import from_dict
 from translator.errors import UserError
 from translator.inspect.info import describe
-from translator.inspect.plot import plot_run
+from translator.inspect.plot import GRAD_NORMS, plot_run, read_history
 from translator.model.checkpoint import load
 from translator.model.flops import count_parameters
 from translator.model.rundir import RunDir
 from translator.model.transformer import Transformer
 
 
-def fake_run(tmp_path, epochs: int = 6):
+def fake_run(tmp_path, epochs: int = 6, grad_norms_from: int | None = None):
+    """A run's metrics.tsv; with the gradient norm from epoch `grad_norms_from` on (the
+    epochs before: trained by a version without it)."""
     rows = [
         {
             "epoch": e,
@@ -31,6 +34,9 @@ def fake_run(tmp_path, epochs: int = 6):
         }
         for e in range(1, epochs + 1)
     ]
+    if grad_norms_from is not None:
+        for row in rows[grad_norms_from - 1 :]:
+            row |= {"grad_norm": 3.0 / row["epoch"], "grad_norm_max": 9.0 / row["epoch"]}
     RunDir(tmp_path / "run").write_metrics(rows)
     return tmp_path / "run"
 
@@ -45,6 +51,22 @@ def test_plot_writes_a_png_that_is_not_blank(tmp_path):
     assert pixels.shape[0] > 300 and pixels.shape[1] > 1000
     # lines and text: a good share of pixels is far from the white background
     assert (pixels.mean(axis=-1) < 0.8).mean() > 0.01
+
+
+def test_plot_adds_the_gradient_norm_where_metrics_have_it(tmp_path):
+    """A run resumed into this version has it from its resume on; one trained before, not."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    old, resumed = fake_run(tmp_path / "old"), fake_run(tmp_path / "resumed", grad_norms_from=3)
+    assert "grad_norm" not in read_history(old)
+    history = read_history(resumed)
+    assert all(math.isnan(history[name][i]) for name in GRAD_NORMS for i in (0, 1))
+    assert history["grad_norm"][2:] == [1.0, 0.75, 0.6, 0.5]
+    assert history["grad_norm_max"][2:] == [3.0, 2.25, 1.8, 1.5]
+    width = lambda png: imread(png).shape[1]  # noqa: E731
+    three = width(plot_run(old, tmp_path / "old.png"))
+    assert width(plot_run(resumed, tmp_path / "resumed.png")) > 1.25 * three  # a fourth panel
 
 
 def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):

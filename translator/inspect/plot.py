@@ -1,5 +1,6 @@
 """`translator plot RUN_DIR`: a PNG of what training did, read from the run's metrics.tsv —
-training and validation loss, validation BLEU and the learning rate, per epoch.
+training and validation loss, validation BLEU, the learning rate and, for runs that
+recorded it, the gradient norm before clipping (the epoch's mean and largest), per epoch.
 
 matplotlib is an optional extra (`pip install "translator[plot]"`), imported only here.
 """
@@ -24,26 +25,34 @@ def require_matplotlib():
     return plt
 
 
+GRAD_NORMS = ("grad_norm", "grad_norm_max")  # columns of runs trained since they were added
+
+
 def read_history(run_dir: Path) -> dict[str, list[float]]:
     """metrics.tsv as columns of floats (a budget cut's row is kept: its epoch is the one
-    it cut); a clear error when the run has none yet."""
+    it cut), with GRAD_NORMS where the run wrote them (NaN in the rows of a version before
+    them); a clear error when the run has none yet."""
     rows = RunDir(run_dir).metric_rows()
     if not rows:
         raise UserError(f"no metrics in {run_dir}: train it first (looked for metrics.tsv)")
     names = ("epoch", "train_loss", "valid_loss", "valid_bleu", "lr", "complete")
+    names += tuple(name for name in GRAD_NORMS if name in rows[0])
     try:
-        return {name: [float(row[name]) for row in rows] for name in names}
+        return {name: [float(row[name] or "nan") for row in rows] for name in names}
     except (KeyError, ValueError) as exc:
         raise UserError(f"{run_dir}/metrics.tsv is not a metrics file we wrote ({exc})") from None
 
 
 def plot_run(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the three panels for `run_dir` to `out` (PNG) and return its path."""
+    """Write the panels for `run_dir` to `out` (PNG) and return its path: loss, BLEU and
+    learning rate, and the gradient norm where metrics.tsv has it."""
     run_dir, out = Path(run_dir), Path(out)
     history = read_history(run_dir)
     plt = require_matplotlib()
     epochs = history["epoch"]
-    fig, (loss, bleu, lr) = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+    panels = 4 if "grad_norm" in history else 3
+    fig, axes = plt.subplots(1, panels, figsize=(13 * panels / 3, 3.8), constrained_layout=True)
+    loss, bleu, lr = axes[:3]
     loss.plot(epochs, history["train_loss"], marker="o", ms=3, label="train")
     loss.plot(epochs, history["valid_loss"], marker="o", ms=3, label="validation")
     loss.set(title="loss (label-smoothed cross-entropy)", xlabel="epoch", ylabel="nats/token")
@@ -61,8 +70,17 @@ def plot_run(run_dir: str | Path, out: str | Path) -> Path:
     bleu.set(title="validation BLEU (greedy)", xlabel="epoch", ylabel="BLEU")
     lr.plot(epochs, history["lr"], marker="o", ms=3, color="tab:purple")
     lr.set(title="learning rate at the epoch's end", xlabel="epoch", yscale="log")
-    for axes in (loss, bleu, lr):
-        axes.grid(alpha=0.3)
+    if panels == 4:
+        grad = axes[3]
+        grad.plot(epochs, history["grad_norm"], marker="o", ms=3, label="mean")
+        grad.plot(epochs, history["grad_norm_max"], marker="o", ms=3, label="largest")
+        grad.set(title="gradient norm before clipping", xlabel="epoch", yscale="log")
+        ticker = plt.matplotlib.ticker  # plain numbers (2, not 2×10⁰), as many as fit
+        grad.yaxis.set_major_formatter(ticker.LogFormatter())
+        grad.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False))
+        grad.legend()
+    for panel in axes:
+        panel.grid(alpha=0.3)
     cut = [i for i, done in enumerate(history["complete"]) if not done]
     if cut:
         x, y = [epochs[i] for i in cut], [history["valid_loss"][i] for i in cut]
