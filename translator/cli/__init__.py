@@ -6,7 +6,7 @@ The modules register their commands on import, in the order `translator --help` 
 them: the pipeline's."""
 
 # isort: off
-from translator.cli import prepare, train, distill, translate, evaluate, deploy, inspect  # noqa: F401
+from translator.cli import prepare, train, distill, translating, deploy, inspect  # noqa: F401
 from translator.cli.common import app
 
 # isort: on
