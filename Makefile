@@ -67,7 +67,7 @@ format: install
 # the sentence splitters document mode was chosen from, measured on WMT lines (docs/translating.md)
 splitters: install
 	$(BIN)/pip install --quiet --disable-pip-version-check pysbd sentence-splitter
-	$(BIN)/python scripts/study_splitters.py
+	$(BIN)/python scripts/studies/splitters.py
 
 clean:
 	rm -rf $(VENV) runs data/prepared .pytest_cache .ruff_cache .import_linter_cache

@@ -131,8 +131,10 @@ def run_cli(
 def run_script(
     name: str, *args: str, cwd: Path, env: dict | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """`python scripts/NAME ARGS` in `cwd`, forked as `run_cli` forks (`env`: to add)."""
-    script = Path(__file__).resolve().parents[1] / "scripts" / name
+    """`python scripts/NAME ARGS` in `cwd`, forked as `run_cli` forks (`env`: to add); a
+    study is named by its path from the project, scripts/studies/NAME."""
+    root = Path(__file__).resolve().parents[1]
+    script = root / name if name.startswith("scripts/") else root / "scripts" / name
     return cli_process.run(list(args), cwd, None, os.environ | (env or {}), timeout, script=script)
 
 

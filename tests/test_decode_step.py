@@ -1,4 +1,4 @@
-"""scripts/study_decode_step.py: where the decoder step's time goes and each variant's speed,
+"""scripts/studies/decode_step.py: where the decoder step's time goes and each variant's speed,
 in one table whose rows compare outputs with the eager decoder's."""
 
 from conftest import run_script
@@ -7,7 +7,7 @@ from conftest import run_script
 def test_the_study_profiles_and_compares_each_variant_with_eager(trained):
     data = trained.parents[2] / "prepared"
     args = [str(trained), "--data", str(data), "--sentences", "12", "--no-compile", "--rounds", "1"]
-    done = run_script("study_decode_step.py", *args, cwd=trained.parent)
+    done = run_script("scripts/studies/decode_step.py", *args, cwd=trained.parent)
     assert done.returncode == 0, done.stderr
     profile = next(line for line in done.stdout.splitlines() if line.startswith("eager greedy"))
     parts = profile.split(": ", 1)[1].split(", ")
@@ -24,6 +24,6 @@ def test_the_study_profiles_and_compares_each_variant_with_eager(trained):
 
 
 def test_a_missing_checkpoint_is_one_line(tmp_path):
-    done = run_script("study_decode_step.py", str(tmp_path / "none.pt"), cwd=tmp_path)
+    done = run_script("scripts/studies/decode_step.py", str(tmp_path / "none.pt"), cwd=tmp_path)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"error: no checkpoint at {tmp_path / 'none.pt'}"

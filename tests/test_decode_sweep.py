@@ -1,4 +1,4 @@
-"""scripts/study_decode_sweep.py: every (beam, alpha) pair scored on valid (and test), the best by
+"""scripts/studies/decode_sweep.py: every (beam, alpha) pair scored on valid (and test), the best by
 mean validation BLEU marked; its BLEU is `translator eval`'s."""
 
 from pathlib import Path
@@ -10,7 +10,7 @@ from translator.data.layout import read_references
 from translator.evaluation.scoring import reference_streams, score
 from translator.inference.text import Translator
 
-SWEEP = Path(__file__).resolve().parents[1] / "scripts" / "study_decode_sweep.py"
+SWEEP = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "decode_sweep.py"
 
 
 def table(stdout: str) -> list[list[str]]:
@@ -22,7 +22,7 @@ def test_the_sweep_scores_each_pair_and_marks_the_best_by_validation(trained):
     data = trained.parents[2] / "prepared"
     args = [str(trained), str(trained), "--data", str(data)]
     args += ["--beams", "1", "3", "--alphas", "0", "1", "--test"]
-    done = run_script("study_decode_sweep.py", *args, cwd=trained.parent)
+    done = run_script("scripts/studies/decode_sweep.py", *args, cwd=trained.parent)
     assert done.returncode == 0, done.stderr
     rows = table(done.stdout)
     pairs = [(r[0], r[1].split()[0]) for r in rows]

@@ -384,7 +384,7 @@ def script_on_tiny_teacher(trained: Path, tmp_path: Path, script: str, *args: st
 
 def test_distill_table_runs_on_the_tiny_teacher(trained, tmp_path):
     out = script_on_tiny_teacher(
-        trained, tmp_path, "study_distill.py", f"t={trained}", "--repeats", "1"
+        trained, tmp_path, "scripts/studies/distill.py", f"t={trained}", "--repeats", "1"
     )
     row = out.strip().splitlines()[-1].split(" | ")
     assert (

@@ -1,7 +1,9 @@
-"""scripts/ is a package of its own: each script imports `translator` as installed and its
-shared helpers from scripts/common.py and step_measures.py, edits no module path, starts
-from any directory, is listed with what it measures in docs/architecture.md, and is cited
-by another page (the figure it produced, the check it runs): else it has no keep to earn."""
+"""scripts/ is a package of its own: the benchmarks and checks a user reruns at its top (16
+Python files at most, its helpers counted), the studies behind a decision in
+scripts/studies/. Each script imports `translator` as installed and its shared helpers from
+scripts/common.py and step_measures.py, edits no module path, starts from any directory, is
+listed with what it measures in docs/architecture.md, and is cited by another page (the
+figure it produced, the check it runs): else it has no keep to earn."""
 
 import subprocess
 import sys
@@ -9,7 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPERS = ("common.py", "step_measures.py")  # imported by the scripts, not run
-SCRIPTS = sorted(p for p in (ROOT / "scripts").glob("*.py") if p.name not in HELPERS)
+TOP = sorted((ROOT / "scripts").glob("*.py"))  # the benchmarks and checks, and the helpers
+STUDIES = sorted((ROOT / "scripts" / "studies").glob("*.py"))
+SCRIPTS = [p for p in TOP if p.name not in HELPERS] + STUDIES
 
 
 # Each script run as `python scripts/NAME.py --help` runs it (its directory first on the

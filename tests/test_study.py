@@ -1,4 +1,4 @@
-"""scripts/study.py trains, scores, rescores and tabulates a variant (a tiny one, for
+"""scripts/studies/recipes.py trains, scores, rescores and tabulates a variant (a tiny one, for
 seconds): it must not rot."""
 
 import csv
@@ -9,11 +9,13 @@ from pathlib import Path
 from conftest import run_script
 from test_cli import CONFIG
 
-STUDY = Path(__file__).resolve().parents[1] / "scripts" / "study.py"
+STUDY = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "recipes.py"
 
 
 def study(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_script("study.py", "-c", "study.toml", "--out", "runs", *args, cwd=cwd)
+    return run_script(
+        "scripts/studies/recipes.py", "-c", "study.toml", "--out", "runs", *args, cwd=cwd
+    )
 
 
 def results(cwd: Path) -> list[dict]:
@@ -59,7 +61,7 @@ def test_study_names_unknown_variants(tmp_path):
 
 
 def test_prepare_only_writes_every_variants_data_and_trains_nothing(tmp_path, corpus):
-    """What lets several studies train at once on one machine (scripts/study_gpu.sh): the
+    """What lets several studies train at once on one machine (scripts/studies/gpu.sh): the
     data they share, sampled encodings included, is written first; --set reaches it."""
     (tmp_path / "study.toml").write_text(CONFIG)
     sets = ["--set", "data.src_vocab_size=50"]  # a vocabulary change: its own directory

@@ -1,8 +1,8 @@
 """Our PyTorch decoder step on this CPU: where its time goes, and what a step with less
 Python per token gives, side by side in one run.
 
-    python scripts/study_decode_step.py runs/tatoeba-cpu/checkpoints/average5.pt
-    python scripts/study_decode_step.py CKPT --sentences 500 --no-compile   # quick
+    python scripts/studies/decode_step.py runs/tatoeba-cpu/checkpoints/average5.pt
+    python scripts/studies/decode_step.py CKPT --sentences 500 --no-compile   # quick
 
 First, one greedy pass over the sentences under PyTorch's profiler: the self time of its
 ops by kind (STEP_KINDS: the matrix products, attention, the KV cache's copies, the rest).
@@ -27,17 +27,23 @@ line: ratios: mkl_greedy=… mkl_beam5=… compiled_greedy=… compiled_beam5=�
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import torch
-from common import alone
 
 from translator.data.layout import read_split
 from translator.inference.text import Translator
 from translator.inference.torch_engine import use_onednn
+
+# scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
+# study's own folder first on the module path, not scripts/ (docs/architecture.md#the-scripts)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 STEP_KINDS = {  # profiler op names → where a decoder step's time goes
     "matrix products": {"mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::bmm"},
@@ -112,14 +118,14 @@ def main() -> int:
     threads = torch.get_num_threads()
     print(f"{len(english)} test sentences, fp32, {threads} threads, torch {torch.__version__}")
 
-    shares = alone(profile_kinds, checkpoint, english)
+    shares = common.alone(profile_kinds, checkpoint, english)
     print("eager greedy, op self time: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
 
     variants = [v for v in VARIANTS if not (args.no_compile and v == "compiled")]
     rows: dict[tuple[str, int], dict] = {}
     for _ in range(max(args.rounds, 1)):
         for key in [(v, beam) for v in variants for beam in (1, 5)]:
-            row = alone(measure, checkpoint, *key, english)
+            row = common.alone(measure, checkpoint, *key, english)
             if key in rows:  # the first round's warm-up (the compile) stands
                 row["warm"], row["rate"] = rows[key]["warm"], max(rows[key]["rate"], row["rate"])
             rows[key] = row

@@ -2,7 +2,7 @@
 a 3-gram of target pieces, for each guard size, on a prepared test split (all its
 references) and on WMT newstest2021 (refA and refB).
 
-    python scripts/study_repetition.py runs/tatoeba-cpu/checkpoints/average5.pt \\
+    python scripts/studies/repetition.py runs/tatoeba-cpu/checkpoints/average5.pt \\
         --data data/prepared/tatoeba-3k-ph3 --beam 5 --sizes 0 2 3 4
 
 Prints one markdown table row a guard size (0: off).
@@ -11,15 +11,20 @@ Prints one markdown table row a guard size (0: off).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
-
-from common import WMT
 
 from translator.data.layout import read_references
 from translator.evaluation.scoring import read_eval_set, score
 from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
+
+# scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
+# study's own folder first on the module path, not scripts/ (docs/architecture.md#the-scripts)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 
 def repeats_a_trigram(pieces: list[str]) -> bool:
@@ -35,9 +40,12 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[0, 2, 3, 4])
     args = parser.parse_args()
     sets = {"test split": read_references(args.data, "test")}
-    news = WMT / "newstest2021.en-zh.en"
+    news = common.WMT / "newstest2021.en-zh.en"
     if news.is_file():
-        refs = [WMT / "newstest2021.en-zh.refA.zh", WMT / "newstest2021.en-zh.refB.zh"]
+        refs = [
+            common.WMT / "newstest2021.en-zh.refA.zh",
+            common.WMT / "newstest2021.en-zh.refB.zh",
+        ]
         sets["newstest2021"] = read_eval_set(news, refs)
     base = Translator.from_checkpoint(checkpoint_in(args.checkpoint), "cpu", beam=args.beam)
     header = " | ".join(f"{name} BLEU | {name} repeated 3-gram" for name in sets)

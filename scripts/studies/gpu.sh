@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The recipe study on one GPU, several variants at once: a Tatoeba-sized model leaves an
 # H100 mostly idle (docs/performance.md#on-a-gpu), so each group below is its own
-# scripts/study.py process with its own --out under runs/gpu-study, started detached.
+# scripts/studies/recipes.py process with its own --out under runs/gpu-study, started detached.
 #
-#   bash scripts/study_gpu.sh start [MINUTES [GROUP…]]   # prepare the groups' data, start them
-#   bash scripts/study_gpu.sh progress          # the last epoch of each run so far
-#   bash scripts/study_gpu.sh wait              # until every group has finished; the table
-#   bash scripts/study_gpu.sh sweep DATA GROUP…  # beam 5 × length penalty on valid (test beside)
+#   bash scripts/studies/gpu.sh start [MINUTES [GROUP…]]  # prepare the groups' data, start them
+#   bash scripts/studies/gpu.sh progress          # the last epoch of each run so far
+#   bash scripts/studies/gpu.sh wait              # until every group has finished; the table
+#   bash scripts/studies/gpu.sh sweep DATA GROUP…  # beam 5 × length penalty on valid (test beside)
 #                                               # over the groups' EMA, else averaged, models
 #
 # Wall-clock budgets are shared: read epochs and whether the schedule reached its floor
 # (metrics.tsv), not minutes. PYTHON picks the interpreter (default: python), THREADS each
 # group's OMP_NUM_THREADS (default: 2).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${GPU_STUDY_OUT:-runs/gpu-study}
 PY=${PYTHON:-python}
 VOCAB_8K="data.src_vocab_size=8000 data.tgt_vocab_size=8000"
@@ -67,11 +67,11 @@ STUDIES=(  # name | base config | overrides for the group | study variant
     "c60-w320-s2|configs/tatoeba-cpu-60.toml|$ON_GPU train.max_updates=11120|seed-2"
 )
 
-study() {  # group-line, then study.py's own arguments
+study() {  # group-line, then recipes.py's own arguments
     IFS='|' read -r name config sets variant <<<"$1"
     shift
     # shellcheck disable=SC2086  # the overrides are separate words
-    $PY scripts/study.py -c "$config" ${sets:+--set $sets} --only "$variant" --out "$OUT/$name" "$@"
+    $PY scripts/studies/recipes.py -c "$config" ${sets:+--set $sets} --only "$variant" --out "$OUT/$name" "$@"
 }
 
 case "${1:-}" in
@@ -101,7 +101,7 @@ progress)
     done
     ;;
 wait)
-    while pgrep -f "scripts/study.py.*--out $OUT/" >/dev/null; do sleep 10; done
+    while pgrep -f "scripts/studies/recipes.py.*--out $OUT/" >/dev/null; do sleep 10; done
     study "${STUDIES[0]}" --table | head -n 2
     for group in "${STUDIES[@]}"; do
         [ -f "$OUT/${group%%|*}/results.tsv" ] || continue  # a group not run
@@ -116,7 +116,7 @@ sweep)
         dir="$OUT/$name/$variant/checkpoints"
         if [ -f "$dir/ema.pt" ]; then checkpoints+=("$dir/ema.pt"); else checkpoints+=("$dir/average5.pt"); fi
     done
-    $PY scripts/study_decode_sweep.py --data "$data" "${checkpoints[@]}" --beams 5 \
+    $PY scripts/studies/decode_sweep.py --data "$data" "${checkpoints[@]}" --beams 5 \
         --alphas 0.6 1.0 1.5 2.0 --test --device "${DEVICE:-cuda}"
     ;;
 *)

@@ -3,7 +3,7 @@ prepared valid split (all its references) with every beam size and GNMT length p
 alpha of a grid; the best pair by mean validation BLEU over the checkpoints is marked, and
 with --test the test split's BLEU is reported beside it (reported, not chosen by).
 
-    python scripts/study_decode_sweep.py --data data/prepared/tatoeba-3k-sw4 \\
+    python scripts/studies/decode_sweep.py --data data/prepared/tatoeba-3k-sw4 \\
         runs/a/checkpoints/ema.pt runs/b/checkpoints/ema.pt \\
         --beams 5 10 --alphas 0.6 1.0 1.5 2.0 --test [--device cuda]
 

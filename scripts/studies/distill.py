@@ -1,7 +1,7 @@
 """Teacher and students side by side on one machine: test BLEU with beam 5 and greedy,
 decoding sentences/s in PyTorch and in CTranslate2 int8 (greedy), one run.
 
-    python scripts/study_distill.py -c configs/tatoeba-cpu.toml \\
+    python scripts/studies/distill.py -c configs/tatoeba-cpu.toml \\
         "teacher=runs/tatoeba-cpu-60/checkpoints/ema.pt" \\
         "(a) distilled=runs/student-cpu/checkpoints/ema.pt" \\
         "(b) original=runs/student-original/checkpoints/ema.pt" \\
@@ -23,6 +23,7 @@ most 0.5 BLEU below PyTorch's greedy.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -30,14 +31,18 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from common import alone, load_config, timed_runs
-
 from translator.data.layout import read_references, split_file
 from translator.deploy.export import export
 from translator.evaluation.scoring import score
 from translator.inference.text import Translator
 from translator.model.checkpoint import load as load_checkpoint
 from translator.runtime import keep_freed_memory
+
+# scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
+# study's own folder first on the module path, not scripts/ (docs/architecture.md#the-scripts)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 REPEAT_SECONDS = 120.0  # a row's timed passes stop once they have taken this long
 
@@ -56,7 +61,7 @@ def timed(translate, sources: list[str], repeats: int) -> tuple[list[str], float
     pass, which builds the kernels of each batch shape; fewer once REPEAT_SECONDS have
     passed)."""
     translate(sources)
-    out, times = timed_runs(lambda: translate(sources), repeats, REPEAT_SECONDS)
+    out, times = common.timed_runs(lambda: translate(sources), repeats, REPEAT_SECONDS)
     return out, len(sources) / statistics.median(times)
 
 
@@ -116,14 +121,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", type=int, default=-1, help="row index (default: last)")
     args = parser.parse_args()
-    config = load_config(args.config, args.overrides)
+    config = common.load_config(args.config, args.overrides)
     if not split_file(config.data.dir, "test", "en").is_file():
         sys.exit(f"error: no prepared data in {config.data.dir}: run `translator prepare` first")
     sources, references = read_references(config.data.dir, "test")
     rows = []
     for item in args.rows:
         name, _, spec = item.partition("=")
-        fields = alone(measure, name, spec, config, sources, references, args.repeats)
+        fields = common.alone(measure, name, spec, config, sources, references, args.repeats)
         rows.append(Row(*fields))
     print(f"\n{len(sources):,} test sentences of {config.data.dir}; {os.cpu_count()} CPU cores\n")
     print(table(rows, rows[args.baseline]))

@@ -1,8 +1,8 @@
 """Traditional → simplified converters compared on the Chinese lines of a corpus: which lines
 each one changes, and whether each change is right.
 
-    python scripts/study_t2s.py                      # the shared Tatoeba file
-    python scripts/study_t2s.py pairs.tsv --show 20  # another corpus; list 20 lines each
+    python scripts/studies/t2s.py                      # the shared Tatoeba file
+    python scripts/studies/t2s.py pairs.tsv --show 20  # another corpus; list 20 lines each
 
 Candidates: zhconv `zh-hans` and `zh-cn`, OpenCC `t2s` (if the `opencc` package is
 installed: pip install opencc) and ours (translator.data.normalization.to_simplified).
@@ -25,15 +25,21 @@ the traditional text.)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections import Counter
 from pathlib import Path
 
 import zhconv
-from common import TATOEBA, read_pairs
 from zhconv.zhconv import getdict
 
 from translator.corpus.formats.read_stats import ReadStats
 from translator.data.normalization import normalize_en, to_simplified
+
+# scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
+# study's own folder first on the module path, not scripts/ (docs/architecture.md#the-scripts)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 JUDGED = {
     "么幺": (
@@ -117,7 +123,7 @@ def round_trip(simplified: list[str], converters: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("corpus", nargs="?", type=Path, default=TATOEBA)
+    parser.add_argument("corpus", nargs="?", type=Path, default=common.TATOEBA)
     parser.add_argument("--format", default="auto")
     parser.add_argument("--show", type=int, default=0, help="list this many changed lines each")
     args = parser.parse_args()
@@ -125,7 +131,7 @@ def main() -> None:
     zh = sorted(
         {
             normalize_en(s)
-            for frame in read_pairs(args.corpus, args.format, stats)
+            for frame in common.read_pairs(args.corpus, args.format, stats)
             for s in frame["zh"]
         }
     )

@@ -1,11 +1,11 @@
 """The recipe study behind docs/quality.md's tables: train variants of a config, one
 change each, with the same data, seed and time budget, and score each on the test split.
 
-    python scripts/study.py --minutes 20                  # every variant not yet in results
-    python scripts/study.py --minutes 20 --only baseline lr-2e-3
-    python scripts/study.py --rescore                     # score the trained variants again
-    python scripts/study.py --table                       # the results as a Markdown table
-    python scripts/study.py -c configs/tatoeba-cpu.toml --set "train.device='cuda'" …
+    python scripts/studies/recipes.py --minutes 20         # every variant not yet in results
+    python scripts/studies/recipes.py --minutes 20 --only baseline lr-2e-3
+    python scripts/studies/recipes.py --rescore            # score the trained variants again
+    python scripts/studies/recipes.py --table              # the results as a Markdown table
+    python scripts/studies/recipes.py -c configs/tatoeba-cpu.toml --set "train.device='cuda'" …
 
 `--set` changes every variant (the base config's prepared data is still the one the
 variants share). Several studies may train at once on one machine (a GPU has room for
@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import shutil
 import sys
 import time
 from pathlib import Path
-
-from common import ROOT, WMT, load_config
 
 from translator.corpus.preparer import prepare
 from translator.data.ids import SubwordSampling, encode_splits, up_to_date
@@ -39,6 +38,12 @@ from translator.model.checkpoint import average_last
 from translator.model.rundir import RunDir
 from translator.runtime import keep_freed_memory, worker_count
 from translator.training.trainer import train
+
+# scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
+# study's own folder first on the module path, not scripts/ (docs/architecture.md#the-scripts)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 AVERAGE_LAST = 5  # also score the mean of the last 5 epochs' weights (translator average)
 
@@ -103,7 +108,7 @@ FIELDS = (  # newstest2021: the chosen model's, the EMA if there is one, else th
     f"test_bleu_avg{N}_beam5_1ref valid_bleu_ema test_bleu_ema test_bleu_ema_beam5 "
     f"test_bleu_ema_beam5_1ref newstest2021_bleu_beam5 test_chrf_avg{N}_beam5 test_chrf_ema_beam5"
 ).split()
-NEWS = WMT / "newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
+NEWS = common.WMT / "newstest2021.en-zh"  # .en, .refA.zh, .refB.zh
 HOLD = "hold"  # while this file is in --out, no new variant starts training (see main)
 
 
@@ -138,8 +143,8 @@ def variant_config(base_config: Path, name: str, minutes: float, out: Path, extr
         f"train.max_minutes={minutes}",
         f"train.keep_last={AVERAGE_LAST}",
     ]
-    config = load_config(base_config, overrides)
-    config.data.dir = data_dir(config, load_config(base_config))
+    config = common.load_config(base_config, overrides)
+    config.data.dir = data_dir(config, common.load_config(base_config))
     return config
 
 
@@ -290,7 +295,9 @@ def update_row(results_file: Path, row: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-c", "--config", type=Path, default=ROOT / "configs/tatoeba-cpu.toml")
+    parser.add_argument(
+        "-c", "--config", type=Path, default=common.ROOT / "configs/tatoeba-cpu.toml"
+    )
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--only", nargs="*", help="variant names (default: all)")
     parser.add_argument("--out", type=Path, default=Path("runs/study"))

@@ -8,7 +8,7 @@ that has no punctuation. Each splitter (the installed ones of pysbd, sentencex,
 sentence-splitter, and a one-regex baseline) splits every line; reported: lines split
 exactly right, boundary precision and recall, and the time per line.
 
-    python scripts/study_splitters.py [--lines 60] [--show-errors]
+    python scripts/studies/splitters.py [--lines 60] [--show-errors]
 
 The candidates are not dependencies of translator: `make splitters` installs them and runs
 this script. Needs ../shared/data/wmt (skips with a message when it is absent).
@@ -23,9 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-from common import WMT
+# scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
+# study's own folder first on the module path, not scripts/ (docs/architecture.md#the-scripts)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
-SOURCE = WMT / "newstest2019.en-zh.en"
+
+SOURCE = common.WMT / "newstest2019.en-zh.en"
 UNCOUNTED = re.compile(r"[\s\"'“”‘’]")
 ENDS_LIKE_A_SENTENCE = re.compile(r"[.!?][\"'”’)]*$")
 

@@ -12,7 +12,7 @@ references:
   whole line      --no-split: each grouped line decoded as one source (before document
                   mode, the only way)
 
-    python scripts/study_documents.py runs/tatoeba-cpu/checkpoints/average5.pt \\
+    python scripts/studies/documents.py runs/tatoeba-cpu/checkpoints/average5.pt \\
         --src ../shared/data/wmt/newstest2021.en-zh.en \\
         --ref ../shared/data/wmt/newstest2021.en-zh.refA.zh \\
         --ref ../shared/data/wmt/newstest2021.en-zh.refB.zh --beam 5
