@@ -8,10 +8,10 @@
 # 1. scripts/gpu_check.py on configs/tatoeba-gpu.toml: CUDA graphs against eager over
 #    GRAPH_STEPS updates (and, with CHECK_STEPS, CHECK_EPOCHS and COMPILE_STEPS, bf16 against
 #    fp32, exact resume, cached decoding, the compiled step against eager);
-# 2. scripts/gpu_profile.py on configs/base.toml over the Tatoeba + WMT data: the config as
-#    it is against `train.cuda_graphs` (alone, over static shapes, with 4x tokens) and the
-#    levers together, or the gpu_profile.py variants BASE_VARIANTS names (one per line);
-#    profiles of the config and the fastest variant;
+# 2. scripts/step_profile.py --variants on configs/base.toml over the Tatoeba + WMT data: the
+#    config as it is against `train.cuda_graphs` over static shapes and the levers together,
+#    or the step_profile.py variants BASE_VARIANTS names (one per line); profiles of the
+#    config and the fastest variant;
 # 3. the same for configs/tatoeba-gpu.toml (GPU_VARIANTS);
 # 4. base.toml trained on that data with the fastest variant's settings from 2 (kept in
 #    runs/base-tw.sets) until TRAIN_MINUTES of training in all (default 10) or the stage's
@@ -47,13 +47,13 @@ prepare configs/tatoeba-wmt.toml "$BASE_DATA" --set "data.dir=$BASE_DATA" \
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1
 $PY -c 'import torch; print("torch", torch.__version__)' >>"$OUT/gpu.txt"
 
-profile() {  # seconds, config, gpu_profile arguments…
+profile() {  # seconds, config, step_profile.py --variants arguments…
     local seconds=$1 config=$2 name
     name=$(basename "$config" .toml)
     shift 2
-    timeout "$seconds" $PY scripts/gpu_profile.py -c "$config" --out "$OUT" --device "$DEVICE" \
-        --compare-steps 0 --warmup 10 --steps 40 --profile-steps 10 "$@" 2>&1 | tee "$OUT/profile-$name.log"
-    [ -f "$OUT/gpu_profile.md" ] && mv "$OUT/gpu_profile.md" "$OUT/gpu_profile-$name.md"
+    timeout "$seconds" $PY scripts/step_profile.py -c "$config" --out "$OUT" --device "$DEVICE" \
+        --compare-steps 0 --warmup-steps 10 --steps 40 --profile-steps 10 "$@" 2>&1 | tee "$OUT/profile-$name.log"
+    [ -f "$OUT/step_profile.md" ] && mv "$OUT/step_profile.md" "$OUT/step_profile-$name.md"
 }
 
 if [ -z "${RESUME:-}" ]; then
@@ -86,6 +86,6 @@ train() {  # base.toml on BASE_DATA with RUN.sets, from the start or resumed
 }
 [ "$MINUTES" = 0 ] || train "${start[@]}"
 
-cat "$OUT"/gpu.txt "$OUT"/check.log "$OUT"/gpu_profile-*.md 2>/dev/null
+cat "$OUT"/gpu.txt "$OUT"/check.log "$OUT"/step_profile-*.md 2>/dev/null
 tail -n 8 "$OUT/train.log" 2>/dev/null
 [ ! -f "$OUT/train-metrics.tsv" ] || (column -t "$OUT/train-metrics.tsv" 2>/dev/null || cat "$OUT/train-metrics.tsv") | cut -c 1-200
