@@ -1,7 +1,8 @@
-"""How `prepare` and the start of `train` scale with the corpus: one table.
+"""How `prepare`, the start of `train` and `distill` scale with the corpus: one table.
 
     python scripts/bench_data.py                       # 100k, 1M and 5M pairs
     python scripts/bench_data.py --sizes 20000 100000  # a quick look
+    python scripts/bench_data.py --distill             # distill at 100k and 1M pairs
 
 For each size, a corpus is written with scripts/make_corpus.py (not timed), then:
 - `translator prepare` on it: wall time, input pairs per second, and the peak resident
@@ -21,12 +22,21 @@ With --compare-moses, the same pairs are also written as two line-aligned files
 times each, alternating, in the same run: the medians and their ratio go in a second
 table. --repeats 0 skips the training launches.
 
+With --distill, `translator distill` is measured instead: a small teacher is trained first,
+in WORK (configs/tiny.toml on the bundled sample data, `--teacher-epochs` epochs; not
+timed). For each size, the corpus is prepared with configs/tiny.toml's settings (not timed),
+then `translator distill` translates its train split with the teacher (`--beam`, default 1:
+the memory of a run does not grow with the beam, its time does) and is watched as prepare
+is: wall time, sentences/s and the peak resident memory of its process tree. The distilled
+directory is checked: as many train pairs as it says it kept, valid and test as prepared.
+
 The stage times `prepare` logs are kept in WORK/prepare-N.log. Linux only (reads /proc).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -37,6 +47,8 @@ import time
 from pathlib import Path
 
 from common import ROOT, TATOEBA, config_home, timed_runs, translator_command
+
+from translator.data.layout import read_split, split_file
 
 REPEAT_SECONDS = 600.0  # the train-start repeats stop once they have taken this long
 
@@ -233,12 +245,88 @@ def moses_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ---- --distill -----------------------------------------------------------------------------------
+
+
+def line_count(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b""))
+
+
+def teacher(args: argparse.Namespace) -> Path:
+    """The small teacher's best.pt, trained once in WORK (--distill)."""
+    run, data = args.work / "teacher", args.work / "sample"
+    best = run / "checkpoints/best.pt"
+    if not best.is_file():
+        steps = [
+            ["prepare", "-c", "configs/tiny.toml", "--out", str(data)],
+            ["train", "-c", "configs/tiny.toml", "--overwrite", "--set", f"data.dir={data}"]
+            + ["--set", f"train.run_dir={run}", "--set", f"train.max_epochs={args.teacher_epochs}"],
+        ]
+        for step in steps:
+            watch(translator_command(*step), args.work / f"{step[0]}-teacher.log", ROOT)
+    return best
+
+
+def bench_distill(size: int, best: Path, args: argparse.Namespace) -> dict:
+    corpus = args.work / f"corpus-{size}.tsv"
+    make(size, corpus, args)
+    prepared, out = args.work / f"prepared-{size}", args.work / f"distilled-{size}"
+    if not (prepared / "stats.json").is_file():
+        command = ["prepare", "-c", "configs/tiny.toml", "--input", str(corpus), "--out"]
+        watch(translator_command(*command, str(prepared)), args.work / f"prepare-{size}.log", ROOT)
+    command = ["distill", "-c", "configs/tiny.toml", "--data", str(prepared), "--teacher"]
+    command += [str(best), "--out", str(out), "--overwrite", "--beam", str(args.beam)]
+    seconds, peak = watch(translator_command(*command), args.work / f"distill-{size}.log", ROOT)
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    made = stats["distilled"]
+    assert line_count(split_file(out, "train", "zh")) == made["kept"], "train.zh is not as counted"
+    for split in ("valid", "test"):
+        assert read_split(out, split) == read_split(prepared, split), f"{split} changed"
+    return {
+        "pairs": size,
+        "translated": made["translated"],
+        "seconds": seconds,
+        "per_s": made["translated"] / seconds,
+        "peak_mb": peak / 2**20,
+        "kept": made["kept"],
+        "dropped": made["dropped"],
+    }
+
+
+def distill_table(rows: list[dict]) -> str:
+    lines = [
+        "| corpus pairs | train sentences translated | distill, s | sentences/s | peak RSS, MB "
+        "| kept | dropped (empty / loop / too long / length ratio) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        dropped = " / ".join(f"{n:,}" for n in r["dropped"].values())
+        lines.append(
+            f"| {r['pairs']:,} | {r['translated']:,} | {r['seconds']:.0f} | {r['per_s']:,.0f} "
+            f"| {r['peak_mb']:,.0f} | {r['kept']:,} | {dropped} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 5_000_000])
-    parser.add_argument("-c", "--config", type=Path, default=ROOT / "configs/tatoeba-cpu.toml")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="corpus pairs (100k, 1M and 5M; --distill: 100k, 1M)"
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        default=ROOT / "configs/tatoeba-cpu.toml",
+        help="what prepare and train read (--distill: configs/tiny.toml, the teacher's)",
+    )
     parser.add_argument("--source", type=Path, default=TATOEBA, help="sentences to recombine")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/translator-bench-data"))
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="default /tmp/translator-bench-data (--distill: /tmp/translator-bench-distill)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="train launches per size (0: none)")
     parser.add_argument(
         "--compare-moses", action="store_true", help="also prepare the pairs as .en + .zh"
@@ -252,9 +340,28 @@ def main() -> None:
         default=0,
         help="K: compare prepare with K sampled encodings",
     )
+    distill = parser.add_argument_group("--distill: `translator distill` instead")
+    distill.add_argument("--distill", action="store_true")
+    distill.add_argument("--beam", type=int, default=1)
+    distill.add_argument("--teacher-epochs", type=int, default=30)
     args = parser.parse_args()
     if not args.source.is_file():
         sys.exit(f"error: source corpus not found: {args.source} (pass --source)")
+    if args.distill:
+        args.sizes = args.sizes or [100_000, 1_000_000]
+        args.work = args.work or Path("/tmp/translator-bench-distill")
+        args.work, args.source = args.work.resolve(), args.source.resolve()
+        args.work.mkdir(parents=True, exist_ok=True)
+        best = teacher(args)
+        rows = []
+        for size in args.sizes:
+            rows.append(bench_distill(size, best, args))
+            print(distill_table(rows[-1:]).splitlines()[-1], flush=True)
+        print(f"\n{os.cpu_count()} CPU cores; teacher {best} (beam {args.beam})\n")
+        print(distill_table(rows))
+        return
+    args.sizes = args.sizes or [100_000, 1_000_000, 5_000_000]
+    args.work = args.work or Path("/tmp/translator-bench-data")
     args.config, args.work = args.config.resolve(), args.work.resolve()
     args.source, args.home = args.source.resolve(), config_home(args.config)
     args.work.mkdir(parents=True, exist_ok=True)
