@@ -513,7 +513,14 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
 def test_the_parity_script_finds_every_sentence_identical(trained):
     data = trained.parents[2] / "prepared"
     done = run_script(
-        "hf_parity.py", str(trained), "--data", str(data), "--batch", "8", cwd=trained.parent
+        "export_parity.py",
+        "hf",
+        str(trained),
+        "--data",
+        str(data),
+        "--batch",
+        "8",
+        cwd=trained.parent,
     )
     assert done.returncode == 0, done.stderr
     sentences = done.stdout.split("pegasus, ")[1].split(" sentences")[0]
@@ -530,8 +537,8 @@ def test_the_onnx_script_refuses_a_pre_norm_checkpoint_before_installing_anythin
     script says so in one line, before it makes its environment."""
     data = trained.parents[2] / "prepared"
     env = tmp_path / "optimum-env"
-    args = (str(trained), "--data", str(data), "--env", str(env))
-    done = run_script("onnx_parity.py", *args, cwd=trained.parent)
+    args = ("onnx", str(trained), "--data", str(data), "--env", str(env))
+    done = run_script("export_parity.py", *args, cwd=trained.parent)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert lines[0].startswith("error: ") and "pre-norm" in lines[0]

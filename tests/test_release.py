@@ -125,9 +125,10 @@ def test_fine_tuning_can_start_from_a_half_precision_release(trained, tmp_path):
     assert result.state.epoch == 1
 
 
-def test_release_check_script_tables_sizes_and_identical_output(trained):
+def test_the_release_parity_tables_sizes_and_identical_output(trained):
     data = trained.parents[2] / "prepared"
-    done = run_script("release_check.py", str(trained), "--data", str(data), cwd=trained.parent)
+    args = ["release", str(trained), "--data", str(data)]
+    done = run_script("export_parity.py", *args, cwd=trained.parent)
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| release")]
     assert len(rows) == 3 and "| release, float32 |" in rows[0]

@@ -440,7 +440,7 @@ def test_train_refuses_data_prepared_with_the_other_setting(masked_run, config):
 
 
 def test_the_hf_parity_script_gives_transformers_the_placeholders_too(masked_model, tmp_path):
-    """scripts/hf_parity.py on a model trained with data.placeholders and sentences full of
+    """scripts/export_parity.py hf on a model trained with data.placeholders and sentences full of
     spans: transformers is given each sentence as our engine gives it to the model (⦅n⦆ in
     place of its spans, restored after), so every sentence comes out identical."""
     pytest.importorskip("transformers")
@@ -454,7 +454,7 @@ def test_the_hf_parity_script_gives_transformers_the_placeholders_too(masked_mod
     (data / "test.en").write_text("".join(f"{s}\n" for s in sentences), encoding="utf-8")
     (data / "test.zh").write_text("好。\n" * len(sentences), encoding="utf-8")
     done = run_script(
-        "hf_parity.py", str(checkpoint), "--data", str(data), "--batch", "8", cwd=tmp_path
+        "export_parity.py", "hf", str(checkpoint), "--data", str(data), "--batch", "8", cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     n = len(set(sentences))
