@@ -30,7 +30,7 @@ demo: install
 	$(BIN)/translator translate -c $(DEMO) "Hello." "I have to go to sleep." "Where is the station?"
 	$(BIN)/translator eval -c $(DEMO)
 
-# The page tests' browser (tests/test_page.py, scripts/page_screenshots.py): the system's
+# The page tests' browser (tests/test_page.py, scripts/load_test.py --mode page): the system's
 # Chromium and a CJK font, installed with apt where it can be (as root). Without them the
 # page tests skip and say why. Matplotlib's font list is made again to see the new font.
 browser:

@@ -1,5 +1,5 @@
 """Load test for `translator serve` on 127.0.0.1 (loopback only; the counts and times are
-bounded). Three modes:
+bounded), and its page as a person uses it. The modes:
 
   batching  (default) batching on against off in one run: N concurrent clients send
             requests for T seconds, then requests/s, latency percentiles and errors
@@ -21,6 +21,12 @@ bounded). Three modes:
             ignoring Retry-After, on the same server: answered requests a second of each,
             /health's p99 during the flood, the server's memory (all its processes) before
             the flood and a minute after, and tracebacks in its log
+  page      the page at / in headless Chromium at a desktop's and a phone's width, as a
+            person uses it: four lines typed (a URL among them), a glossary entry, and the
+            n-best list of the first line opened; pictured as serve-page.png and
+            serve-page-phone.png in --out (default docs/, what docs/deploy.md shows). Needs
+            Playwright (make install) and the system's Chromium (make test installs it with
+            apt where it can)
 
     python scripts/load_test.py                       # 16 clients, 20 s each way
     python scripts/load_test.py --clients 32 --seconds 30 --beam 5
@@ -28,6 +34,7 @@ bounded). Three modes:
     python scripts/load_test.py --mode hostile --clients 4
     python scripts/load_test.py --mode aggressive --clients 300 --per-request 16
     python scripts/load_test.py --mode first --per-request 3
+    python scripts/load_test.py --mode page --checkpoint runs/tatoeba-cpu/checkpoints/average5.pt
 
 The model is the config's run best.pt (or --checkpoint); without one, the config's data is
 prepared if needed and a model trained for one minute into a temporary run (barely
@@ -42,6 +49,7 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import shutil
 import socket
 import statistics
 import subprocess
@@ -201,7 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu.toml"))
     parser.add_argument("--checkpoint", type=Path)
-    modes = ("batching", "overload", "hostile", "aggressive", "first")
+    modes = ("batching", "overload", "hostile", "aggressive", "first", "page")
     parser.add_argument("--mode", choices=modes, default="batching")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument(
@@ -214,6 +222,7 @@ def main() -> None:
     parser.add_argument("--per-request", type=int, default=1, help="sentences per request")
     parser.add_argument("--beam", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], help="a serve config override")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="page: where the PNGs go")
     args = parser.parse_args()
     args.config = str(Path(args.config).resolve())
     if args.checkpoint:
@@ -221,6 +230,10 @@ def main() -> None:
     if not 1 <= args.clients <= MAX_CLIENTS or not 0 < args.seconds <= MAX_SECONDS:
         sys.exit(f"--clients must be 1–{MAX_CLIENTS} and --seconds at most {MAX_SECONDS}")
 
+    if args.mode == "page":
+        with tempfile.TemporaryDirectory() as work:
+            pictures(args, model_for(args.config, args.checkpoint, Path(work)))
+        return
     with tempfile.TemporaryDirectory() as work:
         checkpoint = model_for(args.config, args.checkpoint, Path(work))
         config = load_config(args.config)
@@ -620,6 +633,55 @@ def run_probes(port: int, pid: int) -> list[Outcome]:
         time.sleep(0.5)  # let the server settle before reading its memory
         outcomes.append(Outcome(name, status, seconds, before, rss_mb(pid)))
     return outcomes
+
+
+# ---- page ----------------------------------------------------------------------------------------
+LINES = (
+    "I have to go to sleep.",
+    "Where is the station?",
+    "My GPU is too slow.",
+    "Read the guide at https://example.com/start first.",
+)
+GLOSSARY = "GPU\t显卡"
+SIZES = {"serve-page.png": (1280, 760), "serve-page-phone.png": (390, 844)}
+
+
+def shoot(page, url: str, path: Path) -> None:
+    """The page at `url` used as a person would, then its picture at `path`."""
+    page.goto(url)
+    page.wait_for_function("document.getElementById('model').textContent.startsWith('Model:')")
+    page.click("#glossary-box summary")
+    page.fill("#glossary", GLOSSARY)
+    page.fill("#text", "\n".join(LINES))
+    page.wait_for_function(f"document.querySelectorAll('#out li').length === {len(LINES)}")
+    page.click("#out li .zh")
+    page.wait_for_selector("#out li .nbest li")
+    page.evaluate("document.activeElement.blur()")
+    page.screenshot(path=str(path), full_page=True)
+
+
+def pictures(args, checkpoint: Path) -> None:
+    """The page at both SIZES, pictured in --out (--mode page)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sys.exit("needs Playwright: make install (or pip install playwright)")
+    if chromium is None:
+        sys.exit("needs the system's Chromium: apt-get install chromium fonts-noto-cjk")
+    server = Server(args.config, checkpoint, True, args.set)
+    try:
+        until_200(server.port, "/ready")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            for name, (width, height) in SIZES.items():
+                page = browser.new_page(viewport={"width": width, "height": height})
+                shoot(page, f"http://127.0.0.1:{server.port}/", args.out / name)
+                page.close()
+                print(f"wrote {args.out / name} ({width}×{height}, model {checkpoint})")
+            browser.close()
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
