@@ -1,10 +1,12 @@
 """scripts/ is a package of its own: the benchmarks and checks a user reruns at its top (16
 Python files at most, its helpers counted), the studies behind a decision in
 scripts/studies/. Each script imports `translator` as installed and its shared helpers from
-scripts/common.py and step_measures.py, edits no module path, starts from any directory, is
-listed with what it measures in docs/architecture.md, and is cited by another page (the
-figure it produced, the check it runs): else it has no keep to earn."""
+scripts/common.py and step_measures.py, edits no module path, imports no other script,
+starts from any directory, is listed with what it measures in docs/architecture.md, and is
+cited by another page (the figure it produced, the check it runs): else it has no keep to
+earn."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ HELPERS = ("common.py", "step_measures.py")  # imported by the scripts, not run
 TOP = sorted((ROOT / "scripts").glob("*.py"))  # the benchmarks and checks, and the helpers
 STUDIES = sorted((ROOT / "scripts" / "studies").glob("*.py"))
 SCRIPTS = [p for p in TOP if p.name not in HELPERS] + STUDIES
+MOST_AT_THE_TOP = 16
 
 
 # Each script run as `python scripts/NAME.py --help` runs it (its directory first on the
@@ -51,10 +54,27 @@ def test_each_script_starts_from_any_directory(tmp_path):
     assert result.stdout == f"ran {len(SCRIPTS)}\n", result.stdout
 
 
+def test_the_top_of_scripts_holds_what_a_user_reruns():
+    assert len(TOP) <= MOST_AT_THE_TOP, [p.name for p in TOP]
+    assert STUDIES and not any(p.name.startswith("study") for p in TOP)
+    folders = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").rglob("*.py")}
+    assert folders == {"scripts", "scripts/studies", "scripts/reference"}
+
+
 def test_no_script_edits_the_module_path():
     for path in (ROOT / "scripts").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "sys.path" not in text and "noqa: E402" not in text, path
+
+
+def test_no_script_imports_another():
+    """What two scripts share is in the helpers (a study reads them by path), not in either."""
+    scripts = {p.stem for p in SCRIPTS}
+    for path in SCRIPTS:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {name.split(".")[0] for name in names} & (scripts - {path.stem}), path
 
 
 def test_the_architecture_page_lists_every_script():

@@ -439,7 +439,7 @@ def test_train_refuses_data_prepared_with_the_other_setting(masked_run, config):
             load_training_data(changed)
 
 
-def test_the_hf_parity_script_gives_transformers_the_placeholders_too(masked_model, tmp_path):
+def test_the_hf_export_parity_gives_transformers_the_placeholders_too(masked_model, tmp_path):
     """scripts/export_parity.py hf on a model trained with data.placeholders and sentences full of
     spans: transformers is given each sentence as our engine gives it to the model (⦅n⦆ in
     place of its spans, restored after), so every sentence comes out identical."""
