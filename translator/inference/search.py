@@ -255,10 +255,10 @@ def beam_search(
             block_repeats(logp, history, no_repeat_ngram)
         n, vocab = alive.numel(), logp.size(-1)
         logp = logp.view(n, width, vocab)
-        at_limit = step >= limits[alive]  # `limit` tokens written
         if selection.ends_at_limit:  # the token written now may be the last
             at_limit = step + 1 >= limits[alive]
-        else:  # only EOS may follow
+        else:  # `limit` tokens written: only EOS may follow
+            at_limit = step >= limits[alive]
             logp[at_limit, :, :EOS] = float("-inf")
             logp[at_limit, :, EOS + 1 :] = float("-inf")
         top, origin, token = selection.candidates(scores, logp, alive, at_limit)
