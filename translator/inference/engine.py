@@ -75,7 +75,7 @@ class Engine(Protocol):
     tgt_tok: Tokenizer
     max_positions: int  # the longest source or output, in tokens
     src_prefix: str  # data.src_prefix: a piece before every source
-    known_words: frozenset[str] | None  # the English words it was trained on (names.py)
+    known_words: frozenset[str] | None  # the English words it was trained on (known_words.py)
     constrains: bool  # `search` keeps a batch's terms (else terms.py inserts them)
 
     def batch_size(self, decode_cfg: DecodeConfig) -> int:

@@ -181,7 +181,7 @@ class Greedy(TopK):
 
 
 class Sampling(Greedy):
-    """Sampling: a token drawn from the logits (sampling.py), scored by its
+    """Sampling: a token drawn from the logits (`draw`), scored by its
     log-probability of the distribution left once `never` and the repetition guard have
     taken their tokens out, summed in float64."""
 

@@ -19,7 +19,7 @@ explicit inputs and knows nothing of it: the state and random generators (state.
 last.pt holds (resume.py), the schedule, the optimiser, torchrun (distributed.py), the
 out-of-memory guard (oom.py), the precision a step computes in and the static shapes it
 implies (mixed_precision.py), the compiled step (compiled.py), the teacher of word-level
-distillation (teacher.py) and TensorBoard (tensorboard.py).
+distillation (word_distillation.py) and TensorBoard (tensorboard.py).
 """
 
 from __future__ import annotations
