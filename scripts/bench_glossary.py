@@ -71,7 +71,7 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, glossaries: 
     config = load_config(config_file, overrides)
     sources, _ = read_references(config.data.dir, "test")
     decode = dataclasses.replace(config.decode, precision="fp32")  # the figures measured
-    engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode)
+    engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode, engine="torch")
     engine = engine.with_decode(beam=beam)
     loaded = [Glossary.load(path) if path else None for path in glossaries]
     for glossary in loaded:

@@ -77,7 +77,7 @@ def check_release(args) -> None:
     source = checkpoint_in(args.checkpoint)
     sources, references = read_references(args.data, args.split)
     greedy = DecodeConfig(beam=1, precision="fp32")  # the stored weights, as they decode
-    baseline = Translator.from_checkpoint(source, "cpu", greedy).translate(sources)
+    baseline = Translator.from_checkpoint(source, "cpu", greedy, engine="torch").translate(sources)
     rows = []
     last = source.parent / "last.pt"
     if last.is_file() and last != source:
@@ -87,7 +87,8 @@ def check_release(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for dtype in DTYPES:
             done = release(source, Path(tmp) / f"{dtype}.pt", dtype)
-            out = Translator.from_checkpoint(done.path, "cpu", greedy).translate(sources)
+            released = Translator.from_checkpoint(done.path, "cpu", greedy, engine="torch")
+            out = released.translate(sources)
             same = sum(a == b for a, b in zip(out, baseline, strict=True))
             bleu = score(out, references).bleu
             identical = f"{same:,} of {len(out):,}"
@@ -102,7 +103,7 @@ def check_release(args) -> None:
 # ---- hf ------------------------------------------------------------------------------------------
 def our_engine(source: Path, batch: int) -> Translator:
     """Our engine, greedy, with what transformers lacks switched off."""
-    engine = Translator.from_checkpoint(source, "cpu", precision="fp32")  # as transformers
+    engine = Translator.from_checkpoint(source, "cpu", precision="fp32", engine="torch")
     return engine.with_decode(
         beam=1,
         batch_size=batch,

@@ -87,7 +87,7 @@ def compare_runs(a: Path, b: Path) -> str:
 def cached_vs_uncached(checkpoint: Path, data_dir: str, device: str, n: int) -> str:
     """Greedy search with the key/value cache against the naive re-decode of the whole
     prefix for every token (the speed benchmark's reference), in fp32, 40 tokens each."""
-    translator = Translator.from_checkpoint(checkpoint, device, precision="fp32")
+    translator = Translator.from_checkpoint(checkpoint, device, precision="fp32", engine="torch")
     model = translator.engine.model.float().eval()
     sources = translator.encode(read_split(data_dir, "valid")[0][:n])
     limits = [40] * len(sources)

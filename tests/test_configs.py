@@ -307,3 +307,25 @@ def test_configs_that_borrow_a_model_agree_with_it_on_placeholders():
             assert config.data.placeholders == owner.data.placeholders, path.name
             borrowers += 1
     assert borrowers >= 3  # the two news fine-tunings and the student
+
+
+def test_a_removed_key_is_one_line_naming_what_replaced_it(tmp_path):
+    """A config file or --set that names a removed key is refused with the key and what
+    took its place; a config an older version recorded (a checkpoint's) is read without
+    it, and a distill manifest that recorded it at the value that stayed resumes."""
+    from translator.distill.shards import as_today
+
+    old = tmp_path / "old.toml"
+    old.write_text('[decode]\nglossary_mode = "search"\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"old.toml: config key 'decode.glossary_mode' was remo"):
+        load(old)
+    plain = tmp_path / "plain.toml"
+    plain.write_text("[decode]\nbeam = 2\n", encoding="utf-8")
+    with pytest.raises(UserError) as refused:
+        load(plain, ["decode.glossary_search=all"])
+    assert str(refused.value).startswith("config key 'decode.glossary_search' was removed: ")
+    assert "only where its translation misses one" in str(refused.value)
+    recorded = {"decode": {"beam": 3, "glossary_mode": "placeholders", "glossary_search": "all"}}
+    assert from_dict(recorded).decode.beam == 3
+    manifest = {"decode": {"beam": 5, "glossary_mode": "search", "glossary_search": "all"}}
+    assert as_today(manifest)["decode"] == {"beam": 5, "glossary_search": "all"}

@@ -112,7 +112,7 @@ def test_progress_through_terms_one_token_at_a_time():
     """Two terms (ids 10 11 and 12) in one sentence, beams (1) of width 1: writing 10 then
     11 meets the first; 10 then 13 breaks it; a repeated term needs a second writing."""
     constraints = Constrained(PackedTerms.of([[[10, 11], [12], [12]]], vocab=20), beam=1)
-    constraints.start(1)
+    constraints.start(1, torch.device("cpu"))
     alive = torch.tensor([0])
     origin = torch.zeros(1, 4, dtype=torch.long)
     token = torch.tensor([[10, 12, 13, EOS]])

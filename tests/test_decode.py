@@ -5,7 +5,7 @@ import torch
 from conftest import tiny_config
 from reference import greedy
 
-from translator.config import ModelConfig
+from translator.config import DecodeConfig, ModelConfig
 from translator.corpus.preparer import prepare
 from translator.data.batching import pad, padding_mask
 from translator.data.layout import read_split
@@ -276,3 +276,24 @@ def test_unknown_token_is_never_written(trained):
             assert any(ids for ids in found)
     finally:
         hook.remove()
+
+
+def test_a_limit_of_no_tokens_writes_nothing_and_scores_are_reported_where_asked(trained):
+    """Greedy search with every limit 0 writes nothing (as it always has); the constrained
+    search reports its scores at one beam too, where plain greedy search reports NaN."""
+    import math
+
+    from translator.inference.constraints import PackedTerms
+    from translator.inference.search import search
+
+    translator, sources = trained
+    model, src = translator.engine.model, pad(sources[:4])
+    nothing = search(model, src, torch.zeros(4, dtype=torch.long), DecodeConfig())
+    assert [found[0][0] for found in nothing] == [[]] * 4
+    limits = torch.full((4,), 6)
+    plain = search(model, src, limits, DecodeConfig())
+    assert all(math.isnan(found[0][1]) for found in plain)
+    term = [[[model.project.out_features - 1]]] * 4
+    packed = PackedTerms.of(term, model.project.out_features)
+    bound = search(model, src, limits, DecodeConfig(), terms=packed)
+    assert all(not math.isnan(found[0][1]) for found in bound)

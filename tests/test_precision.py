@@ -165,3 +165,19 @@ def test_the_engine_line_names_engine_and_precision(trained):
     translator = Translator.open(config, trained)
     assert translator.engine_line.startswith("engine: torch, int8 (")
     assert translator.engine.about.name == "torch" and translator.engine.about.origin == trained
+
+
+@pytest.mark.skipif(not has_ct2, reason="ctranslate2 is not installed")
+def test_the_python_api_takes_the_engine_the_command_takes(trained, tmp_path):
+    """With an export beside the checkpoint, `Translator.from_checkpoint` decodes through
+    it as `translate` does, and says so; `engine="torch"` forces ours."""
+    from translator.deploy.export import export
+
+    checkpoint, _ = project(trained, tmp_path)
+    export(checkpoint, factory.beside(checkpoint))
+    api = Translator.from_checkpoint(checkpoint, CPU, precision="fp32")
+    assert api.engine_line.startswith("engine: ctranslate2, fp32 (decode.engine auto: ")
+    ours = Translator.from_checkpoint(checkpoint, CPU, precision="fp32", engine="torch")
+    assert ours.engine_line.startswith("engine: torch, fp32 (decode.engine = torch;")
+    lines = lines_of(trained)
+    assert api.translate(lines) == ours.translate(lines)  # greedy, fp32: the same output

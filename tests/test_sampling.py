@@ -130,7 +130,7 @@ def repeated_ngrams(ids: list[int], n: int) -> int:
 def test_the_guard_applies_to_real_model_outputs_too(translator, sources):
     model = translator.engine.model
     src = pad(sources[:24])
-    max_lens = torch.full((24,), 30)  # long limits: a small model loops
+    max_lens = torch.full((src.size(0),), 30)  # long limits: a small model loops
     found = beam_search(model, src, padding_mask(src), max_lens, Greedy(), no_repeat_ngram=2)
     loose = [h[0][0] for h in beam_search(model, src, padding_mask(src), max_lens, Greedy())]
     assert all(repeated_ngrams(h[0][0], 2) == 0 for h in found)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hints
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -205,6 +205,12 @@ class TrainConfig:
         )
 
 
+SAMPLING_KEEPS_NO_TERMS = (
+    "decode.glossary needs a search that keeps its terms: sampling (decode.sample, --sample) "
+    "draws each token; translate with the glossary without --sample"
+)
+
+
 @dataclass
 class DecodeConfig:
     batch_size: int = 256  # sentences per decoding batch (docs/performance.md)
@@ -274,11 +280,7 @@ class DecodeConfig:
             self.sample or wrong is None,
             f"decode.nbest ({self.nbest}) {wrong} (or sample with decode.sample)",
         )
-        _require(
-            not (self.sample and self.glossary),
-            "decode.glossary needs a search that keeps its terms: sampling (decode.sample, "
-            "--sample) draws each token; translate with the glossary without --sample",
-        )
+        _require(not (self.sample and self.glossary), SAMPLING_KEEPS_NO_TERMS)
 
 
 @dataclass
@@ -417,13 +419,27 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     return value
 
 
-# Keys that were removed, and what took their place: a config file that names one is told
-# so; a config recorded by an older version (in a checkpoint, an export) is read without it.
+class Removed(NamedTuple):
+    """A key that was removed: the value whose behaviour stayed, and what to do instead."""
+
+    kept: Any
+    replacement: str
+
+
+# Keys that were removed: a config file or --set that names one is told what took its place;
+# a config recorded by an older version (a checkpoint, an export, a distill manifest) is
+# read without it.
 REMOVED = {
-    "decode.glossary_mode": "every term is a constraint of the search, and names and terms "
-    "the model never saw travel as placeholders (what 'search' did); delete the key",
-    "decode.glossary_search": "a sentence is searched again with its terms only where its "
-    "translation misses one (what 'missing' did); delete the key",
+    "decode.glossary_mode": Removed(
+        "search",
+        "every term is a constraint of the search, and names and terms the model never saw "
+        "travel as placeholders (what 'search' did); delete the key",
+    ),
+    "decode.glossary_search": Removed(
+        "missing",
+        "a sentence is searched again with its terms only where its translation misses one "
+        "(what 'missing' did); delete the key",
+    ),
 }
 
 
@@ -455,6 +471,14 @@ def from_dict(raw: dict[str, Any]) -> Config:
     config = Config(**built)
     config.check()
     return config
+
+
+def refuse_removed(raw: dict[str, Any], where: str = "") -> None:
+    """One error line for a key of REMOVED that `raw` (a config as TOML gives it) names."""
+    for key, removed in REMOVED.items():
+        section, _, name = key.partition(".")
+        if isinstance(raw.get(section), dict) and name in raw[section]:
+            raise UserError(f"{where}config key '{key}' was removed: {removed.replacement}")
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -533,15 +557,16 @@ def load(
         raise UserError(f"{path}: not valid TOML: {exc}") from None
     if base is not None:
         rebase_paths(raw, base)
+    refuse_removed(raw, f"{path}: ")
     pairs = [parse_override(text) for text in overrides]
     pairs += [(key, value) for key, value in (values or {}).items() if value is not None]
+    given: dict[str, dict[str, Any]] = {}
     for key, value in pairs:
         section, _, name = key.partition(".")
-        raw.setdefault(section, {})[name] = value
-    for key, replacement in REMOVED.items():
-        section, _, name = key.partition(".")
-        if isinstance(raw.get(section), dict) and name in raw[section]:
-            raise UserError(f"{path}: config key '{key}' was removed: {replacement}")
+        given.setdefault(section, {})[name] = value
+    refuse_removed(given)  # named by --set or a flag, not by the file
+    for section, values in given.items():
+        raw.setdefault(section, {}).update(values)
     try:
         return from_dict(raw)
     except UserError as exc:

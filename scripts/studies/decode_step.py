@@ -55,13 +55,16 @@ VARIANTS = ("eager", "mkl", "compiled")
 
 def sentences(checkpoint: Path, data: Path | None, count: int) -> list[str]:
     if data is None:
-        data = Path(Translator.from_checkpoint(checkpoint, "cpu").engine.config.data.dir)
+        opened = Translator.from_checkpoint(checkpoint, "cpu", engine="torch")
+        data = Path(opened.engine.config.data.dir)
     english, _ = read_split(data, "test")
     return list(english)[:count]
 
 
 def opened(checkpoint: str, variant: str, beam: int) -> Translator:
-    translator = Translator.from_checkpoint(checkpoint, "cpu", precision="fp32", beam=beam)
+    translator = Translator.from_checkpoint(
+        checkpoint, "cpu", precision="fp32", beam=beam, engine="torch"
+    )
     model = translator.engine.model
     if variant != "eager":
         use_onednn(model, False)

@@ -43,7 +43,10 @@ def main() -> int:
     args = parser.parse_args()
     splits = ["valid", "test"] if args.test else ["valid"]
     sets = {split: read_references(args.data, split) for split in splits}
-    models = [Translator.from_checkpoint(checkpoint_in(c), args.device) for c in args.checkpoints]
+    models = [
+        Translator.from_checkpoint(checkpoint_in(c), args.device, engine="torch")
+        for c in args.checkpoints
+    ]
     names = [f"{c.parent.parent.name}/{c.name}" for c in args.checkpoints]
     rows = []
     for beam in args.beams:

@@ -78,7 +78,9 @@ def measure(name: str, spec: str, config, sources, references, repeats: int) -> 
     )
     bleu, per_s = {}, {}
     for beam in (5, 1):
-        translator = Translator.from_checkpoint(path, "cpu", replace(decode, beam=beam))
+        translator = Translator.from_checkpoint(
+            path, "cpu", replace(decode, beam=beam), engine="torch"
+        )
         out, per_s[f"torch beam {beam}"] = timed(translator.translate, sources, repeats)
         bleu[f"torch beam {beam}"] = score(out, references).bleu
     with tempfile.TemporaryDirectory() as tmp:

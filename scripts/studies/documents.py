@@ -58,7 +58,9 @@ def main() -> int:
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
     lines, line_refs = grouped(sources, references, args.group)
-    translator = Translator.from_checkpoint(checkpoint_in(args.checkpoint), "cpu", beam=args.beam)
+    translator = Translator.from_checkpoint(
+        checkpoint_in(args.checkpoint), "cpu", beam=args.beam, engine="torch"
+    )
     found = len(units(lines, split=True)[0])
     print(f"{args.src.name}: {len(sources)} segments in {len(lines)} lines of {args.group}; ")
     print(f"sentencex finds {found} sentences; beam {args.beam}\n")

@@ -47,7 +47,9 @@ def main() -> int:
             common.WMT / "newstest2021.en-zh.refB.zh",
         ]
         sets["newstest2021"] = read_eval_set(news, refs)
-    base = Translator.from_checkpoint(checkpoint_in(args.checkpoint), "cpu", beam=args.beam)
+    base = Translator.from_checkpoint(
+        checkpoint_in(args.checkpoint), "cpu", beam=args.beam, engine="torch"
+    )
     header = " | ".join(f"{name} BLEU | {name} repeated 3-gram" for name in sets)
     print(f"beam {args.beam}\n\n| no_repeat_ngram | {header} |")
     print("| --- |" + " --- | --- |" * len(sets))

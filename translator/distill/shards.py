@@ -20,6 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from translator.atomic import atomic_write
+from translator.config import REMOVED
 from translator.data.lines import read_chunks, read_lines
 from translator.errors import UserError
 
@@ -36,12 +37,25 @@ def shard_count(lines: int, shard_size: int) -> int:
     return -(-lines // shard_size)
 
 
+def as_today(manifest: dict) -> dict:
+    """An earlier version's manifest without the decode keys since removed whose recorded
+    value is what decoding does now (config.REMOVED): such a run resumes."""
+    decode = manifest.get("decode")
+    if isinstance(decode, dict):
+        manifest["decode"] = {
+            key: value
+            for key, value in decode.items()
+            if (removed := REMOVED.get(f"decode.{key}")) is None or removed.kept != value
+        }
+    return manifest
+
+
 def start_work(out: Path, manifest: dict, resume: bool, overwrite: bool) -> Path:
     """OUT/.distill, new or (with `resume`) as an earlier run with the same manifest left it."""
     work = out / WORK
     started = (work / MANIFEST).is_file()
     if resume and started:
-        before = json.loads((work / MANIFEST).read_text(encoding="utf-8"))
+        before = as_today(json.loads((work / MANIFEST).read_text(encoding="utf-8")))
         differ = sorted(
             key for key in manifest.keys() | before.keys() if before.get(key) != manifest.get(key)
         )

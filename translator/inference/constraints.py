@@ -87,10 +87,10 @@ class Constrained:
     def scored(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.log_softmax(dim=-1)  # as beam search scores: no renormalising
 
-    def start(self, rows: int) -> None:
+    def start(self, rows: int, device: torch.device) -> None:
         """No term begun in any of the `rows` hypotheses."""
         count = self.terms.tokens.size(1)
-        self.progress = torch.zeros(rows, count, dtype=torch.long, device=self.terms.tokens.device)
+        self.progress = torch.zeros(rows, count, dtype=torch.long, device=device)
         self.offered = None
 
     def candidates(self, scores, logp, alive, at_limit):

@@ -152,7 +152,7 @@ class CTranslate2Engine:
         decode_cfg: DecodeConfig,
     ) -> list[list[int]]:
         """The best translation of the source of each of `rows` that starts with its prefix
-        (target ids), its limit counted after the prefix."""
+        (target ids), cut to its limit, or to its prefix where that is longer."""
         results = self._submit(sources, rows, never, limits, decode_cfg, prefixes)
         finished = []
         for i, prefix, result in zip(rows, prefixes, results, strict=True):

@@ -8,11 +8,13 @@
         Constrained(...)  beam search whose hypotheses hold each sentence's glossary terms
                           (constraints.py)
 
-A selection is `start / candidates / unmet / follow` (the `Selection` protocol): it is told
-how many hypotheses there are, offers each step's candidates in the order the loop takes
-them, says how many terms a finished one did not meet, and follows the hypotheses that go
-on. Greedy search and sampling are beams of one hypothesis that end when their sentence's
-limit is written; beam search ends a hypothesis with EOS, so at the limit only EOS may follow.
+A selection is `scored / start / candidates / unmet / follow` (the `Selection` protocol):
+it says what the candidates are chosen by (the logits, or their log-probabilities), is
+told how many hypotheses there are, offers each step's candidates in the order the loop
+takes them, says how many terms a finished one did not meet, and follows the hypotheses
+that go on. Greedy search and sampling (`ends_at_limit`) are one hypothesis a sentence, one
+candidate a step, that ends at EOS or when its limit is written; beam search ends a
+hypothesis with EOS, so at the limit only EOS may follow.
 
 Each takes a batch of sources (B,S) with its mask and each sentence's output limit, and
 gives each sentence's hypotheses as (ids without BOS/EOS, score), best first. A sentence
@@ -111,8 +113,8 @@ class Selection(Protocol):
         """The next-token logits (R,V) as the scores the candidates are chosen by."""
         ...
 
-    def start(self, rows: int) -> None:
-        """`rows` hypotheses begin (each sentence's first)."""
+    def start(self, rows: int, device: torch.device) -> None:
+        """`rows` hypotheses begin on `device` (each sentence's first)."""
         ...
 
     def candidates(
@@ -148,7 +150,7 @@ class TopK:
     def scored(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.log_softmax(dim=-1)  # then masked, as fairseq does: no renormalising
 
-    def start(self, rows: int) -> None:
+    def start(self, rows: int, device: torch.device) -> None:
         """Nothing to track per hypothesis."""
 
     def candidates(self, scores, logp, alive, at_limit):
@@ -177,7 +179,12 @@ class Greedy(TopK):
         return logits
 
     def candidates(self, scores, logp, alive, at_limit):
-        return scores, torch.zeros_like(scores, dtype=torch.long), logp.argmax(dim=-1)
+        token = logp.argmax(dim=-1)
+        return scores, self.origin.expand_as(token), token
+
+    def start(self, rows: int, device: torch.device) -> None:
+        """Every candidate comes from the one hypothesis: origin 0."""
+        self.origin = torch.zeros((), dtype=torch.long, device=device)
 
 
 class Sampling(Greedy):
@@ -195,7 +202,7 @@ class Sampling(Greedy):
         logits = logp[:, 0]
         token = draw(logits, self.how)[:, None]
         gained = logits.log_softmax(dim=-1).gather(1, token)
-        return scores + gained, torch.zeros_like(token), token
+        return scores + gained, self.origin.expand_as(token), token
 
 
 def _next_logits(model: Transformer, tokens: torch.Tensor, state):
@@ -239,15 +246,17 @@ def beam_search(
     # vocabulary has 2k candidates to offer, and the k best then become the beams
     width = 1 if model.project.out_features >= 2 * k else k
     state = model.start_decoding(model.encode(src, src_mask), src_mask, width)
-    limits = max_lens.to(device)
+    limit = max_lens.to(device)  # each live sentence's (it follows `alive`)
     scores = torch.full((batch, width), float("-inf"), device=device, dtype=selection.dtype)
     scores[:, 0] = 0.0  # with width k: let only the first of the identical beams expand
     history = torch.empty(batch * width, 0, dtype=torch.long, device=device)
     tokens = torch.full((batch * width, 1), BOS, dtype=torch.long, device=device)
     alive = torch.arange(batch, device=device)  # which sentence each group of rows is
     kept = Finished(batch, nbest, device)
-    selection.start(batch * width)
-    for step in range(int(limits.max()) + 1 if batch else 0):
+    selection.start(batch * width, device)
+    # one step a token; beam search one more for the EOS after `limit` tokens
+    steps = int(limit.max()) + (0 if selection.ends_at_limit else 1) if batch else 0
+    for step in range(steps):
         logits, state = _next_logits(model, tokens, state)
         logp = selection.scored(logits)
         logp[:, never] = float("-inf")
@@ -256,47 +265,60 @@ def beam_search(
         n, vocab = alive.numel(), logp.size(-1)
         logp = logp.view(n, width, vocab)
         if selection.ends_at_limit:  # the token written now may be the last
-            at_limit = step + 1 >= limits[alive]
+            at_limit = limit <= step + 1
         else:  # `limit` tokens written: only EOS may follow
-            at_limit = step >= limits[alive]
+            at_limit = limit <= step
             logp[at_limit, :, :EOS] = float("-inf")
             logp[at_limit, :, EOS + 1 :] = float("-inf")
         top, origin, token = selection.candidates(scores, logp, alive, at_limit)
         is_eos = token == EOS
-
-        # finished hypotheses: EOS among the first k candidates, up to k per sentence (or,
-        # where a hypothesis ends at its limit, the candidate written there)
-        ends = is_eos[:, :k] & (top[:, :k] > float("-inf"))
-        if selection.ends_at_limit:
-            ends |= at_limit[:, None]
-        ends &= ends.cumsum(dim=1) + kept.count[alive, None] <= k
-        if ends.any():
-            row, column = ends.nonzero().unbind(1)
-            ids = history[row * width + origin[row, column]]
-            if selection.ends_at_limit:  # the token written now, where it is not EOS
-                kept.add(alive[row], *_written(ids, token[row, column], top[row, column], alpha))
-            else:  # step + 1 tokens, EOS among them
-                score = top[row, column] / length_penalty(step + 1, alpha)
-                unmet = selection.unmet(alive[row], row, column)
-                kept.add(alive[row], ids.tolist(), score.tolist(), unmet)
-
-        # the k best candidates that do not end in EOS continue (stable sort keeps rank)
-        rank = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
-        scores, origin, token = top.gather(1, rank), origin.gather(1, rank), token.gather(1, rank)
-        # the longest a live hypothesis can get: `limit` tokens and EOS
-        bound = scores.max(dim=1).values / length_penalty(limits[alive] + 1, alpha)
-        done = (kept.count[alive] >= k) | (kept.nth[alive] >= bound) | at_limit
+        if selection.ends_at_limit:  # one hypothesis a sentence: done at EOS or its limit
+            done = is_eos[:, 0] | at_limit
+            scores, rank = top, origin
+        else:  # a beam: done with K finished, or none of its live ones able to beat them
+            rank, done = _beam_step(
+                kept, selection, history, alive, top, origin, is_eos, step, alpha
+            )
+            scores, origin, token = (
+                top.gather(1, rank),
+                origin.gather(1, rank),
+                token.gather(1, rank),
+            )
+            # the longest a live hypothesis can get: `limit` tokens and EOS
+            bound = scores.max(dim=1).values / length_penalty(limit + 1, alpha)
+            done |= (kept.nth[alive] >= bound) | at_limit
         keep = (~done).nonzero().squeeze(1)
+        if selection.ends_at_limit and keep.numel() < n:  # those done are finished
+            row = done.nonzero().squeeze(1)
+            kept.add(alive[row], *_written(history[row], token[row, 0], top[row, 0], alpha))
         if keep.numel() == 0:
             break
-        rows = (keep[:, None] * width + origin[keep]).flatten()
-        history = torch.cat([history[rows], token[keep].reshape(-1, 1)], dim=1)
-        selection.follow(rank, keep)
-        if k > 1 or keep.numel() < n:  # a greedy row that goes on stays where it is
+        if k > 1 or keep.numel() < n:  # hypotheses moved or left: follow them
+            rows = (keep[:, None] * width + origin[keep]).flatten()
+            history, token = history[rows], token[keep]
             state = state.reorder(rows, keep if keep.numel() < n else None, beams=k)
-        scores, alive, width = scores[keep], alive[keep], k
-        tokens = token[keep].reshape(-1, 1)
+            scores, alive, limit = scores[keep], alive[keep], limit[keep]
+        selection.follow(rank, keep)
+        width, tokens = k, token.reshape(-1, 1)
+        history = torch.cat([history, tokens], dim=1)
     return kept.best()
+
+
+def _beam_step(kept, selection, history, alive, top, origin, is_eos, step: int, alpha: float):
+    """A beam search's step, of the candidates (n, M) offered: the finished hypotheses
+    (EOS among the first K, up to K a sentence) added to `kept`, scored with `step + 1`
+    tokens; the ranks of the K best that go on (those not ending in EOS, in order); and
+    the sentences done as they now hold K finished hypotheses."""
+    k, width = selection.beam, history.size(0) // alive.numel()
+    ends = is_eos[:, :k] & (top[:, :k] > float("-inf"))
+    ends &= ends.cumsum(dim=1) + kept.count[alive, None] <= k
+    row, column = ends.nonzero().unbind(1)
+    if row.numel():
+        ids = history[row * width + origin[row, column]].tolist()
+        score = top[row, column] / length_penalty(step + 1, alpha)
+        kept.add(alive[row], ids, score.tolist(), selection.unmet(alive[row], row, column))
+    rank = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]  # stable
+    return rank, kept.count[alive] >= k
 
 
 def _written(ids: torch.Tensor, token: torch.Tensor, total: torch.Tensor, alpha: float):
@@ -349,7 +371,12 @@ class Finished:
             self.nth[index] = torch.tensor(list(touched.values()), device=self.nth.device)
 
     def best(self) -> Found:
-        return [[(ids, score) for ids, score, _ in found[: self.nbest]] for found in self.found]
+        """Each sentence's `nbest` best; one that took no step (a limit of 0 tokens for
+        every sentence of a greedy search) has the empty output, scored 0."""
+        return [
+            [(ids, score) for ids, score, _ in found[: self.nbest]] or [([], 0.0)]
+            for found in self.found
+        ]
 
 
 def selection_for(
@@ -399,6 +426,6 @@ def search(
         model, src, padding_mask(src), max_lens, selection, alpha,
         nbest=max(decode_cfg.nbest, 1), no_repeat_ngram=guard, never=never,
     )  # fmt: skip
-    if decode_cfg.beam == 1 and not decode_cfg.nbest:  # plain greedy search: no scores
+    if isinstance(selection, Greedy):  # plain greedy search computes no scores
         return [[(ids, float("nan")) for ids, _ in hypotheses] for hypotheses in found]
     return found

@@ -55,7 +55,7 @@ class TermPolicy:
             engine.tgt_tok
         )
         self.digits = spans.digit_pieces(engine.tgt_tok)  # what decode.digit_guard keeps out
-        self.ends = set(sentence_ends(engine.tgt_tok))  # where term insertion puts no term
+        self._ends: set[int] | None = None
         self._glossaries: dict[str, Glossary] = {}  # decode.glossary, loaded once
         self._term_ids: dict[str, list[int] | None] = {}  # a term's target ids
 
@@ -99,6 +99,13 @@ class TermPolicy:
             known is not None and bool(words) and not any(known_words.seen(w, known) for w in words)
         )
 
+    @property
+    def ends(self) -> set[int]:
+        """The target pieces that end a sentence, after which term insertion puts no term."""
+        if self._ends is None:
+            self._ends = set(sentence_ends(self.engine.tgt_tok))
+        return self._ends
+
     def term_ids(self, chinese: str) -> list[int] | None:
         """A term as the target ids the search must write (glossary.term_ids)."""
         if chinese not in self._term_ids:
@@ -107,7 +114,9 @@ class TermPolicy:
 
     def mechanism(self, decode_cfg: DecodeConfig) -> str:
         """How the engine is made to write the terms, in words (translate says it)."""
-        how = "constrained beam search" if self.engine.constrains else "term insertion"
+        how = "constrained beam search"
+        if not self.engine.constrains:
+            how = "term insertion (CTranslate2 target prefixes: TermInsertion)"
         carried = ""
         if self.placeholders:
             carried = "; names (X → X) and terms the model never saw carried as placeholders"

@@ -25,8 +25,9 @@ placeholder the model did not write, put at the end by decode.span_guard, is nam
 `Hypothesis.appended` and counted in `spans_appended`.
 
 `Translator.open(config, checkpoint)` is the one way a model is opened (factory.py chooses
-the engine): `from_run`, `from_checkpoint`, translate, eval, serve, distill and attention
-all come through it, so each decodes with the same engine and precision and says which.
+the engine): `from_run`, `from_checkpoint`, translate, eval, serve and distill all come
+through it, so each decodes with the same engine and precision and says which (attention,
+which reads our model's weights, through it with decode.engine = torch).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from translator.config import Config, DecodeConfig, from_dict
+from translator.config import SAMPLING_KEEPS_NO_TERMS, Config, DecodeConfig, from_dict
 from translator.data import spans
 from translator.data.glossary import Glossary
 from translator.data.normalization import normalize_en
@@ -127,14 +128,17 @@ class Translator:
         beam: int | None = None,
         length_penalty: float | None = None,
         precision: str | None = None,
+        engine: str | None = None,
     ) -> Translator:
         """The model a checkpoint holds, opened as `translator translate` opens it (the
         CTranslate2 export beside it where decode.engine is auto and there is one). Decoding
         settings: `decode_cfg`, else the ones the checkpoint was trained with; `beam`,
-        `length_penalty` and `precision` ("fp32", "bf16", "int8" or "auto") override either.
-        `.engine_line` says which engine and precision decode."""
+        `length_penalty`, `precision` ("fp32", "bf16", "int8" or "auto") and `engine`
+        ("torch": ours, whatever lies beside the checkpoint) override either. `.engine_line`
+        says which engine and precision decode."""
         config = from_dict(load_checkpoint(path, mmap=True)["config"])
-        changes = overrides(beam, length_penalty) | ({"precision": precision} if precision else {})
+        named = {"precision": precision, "engine": engine}
+        changes = overrides(beam, length_penalty) | {k: v for k, v in named.items() if v}
         config.decode = changed(decode_cfg or config.decode, **changes)
         config.train.device = str(device)
         translator = cls.open(config, Path(path))
@@ -200,7 +204,7 @@ class Translator:
         last where a piece has fewer), its score their sum; a blank line has none.
         `glossary`: the one to obey (default: decode.glossary's)."""
         glossary = self.glossary if glossary is None else glossary
-        if glossary and self.decode_cfg.sample:
+        if glossary and self.decode_cfg.sample:  # a glossary of this call's, or the config's
             raise UserError(SAMPLING_KEEPS_NO_TERMS)
         texts = [normalize_en(line) for line in lines]
         units, owners = sentences.units(texts, self.decode_cfg.split)
@@ -344,12 +348,6 @@ class Translator:
         """Protected spans the model did not write, put at the end of their sentence by
         decode.span_guard, in the best translations of every call so far."""
         return self.counts["spans_appended"]
-
-
-SAMPLING_KEEPS_NO_TERMS = (
-    "a glossary needs a search that keeps its terms: sampling (decode.sample, --sample) "
-    "draws each token; translate with the glossary without --sample"
-)
 
 
 def changed(decode_cfg: DecodeConfig, **changes) -> DecodeConfig:

@@ -44,7 +44,6 @@ class TorchEngine:
         self.about = about or About("torch", "fp32", precision_reason="the model as given")
         self.known_words: frozenset[str] | None = None  # known_words.py: none where not given
         self.config: Config | None = None  # the checkpoint's, when loaded from one
-        self.imported: dict | None = None  # origin and licence, for an import-hf checkpoint
         self._ends: list[int] | None = None
 
     @classmethod
@@ -63,7 +62,7 @@ class TorchEngine:
         model = for_decoding(model.to(device), decode_cfg, chosen)
         about = About("torch", chosen, Path(path), reason, why)
         engine = cls(model, src_tok, tgt_tok, config.data.src_prefix, about)
-        engine.config, engine.imported = config, payload.get("imported")
+        engine.config = config
         engine.known_words = known_words.known(known_words.listed(payload.get("source_words")))
         return engine
 
