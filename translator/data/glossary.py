@@ -26,6 +26,7 @@ Chinese, text that is not UTF-8. The same English twice with the same Chinese is
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
@@ -383,9 +384,10 @@ def _characters(tokenizer: Tokenizer, text: str) -> list[str]:
 _SENTENCE_ENDS = ("。", "？", "！")  # marks that end a Chinese sentence
 
 
-def sentence_ends(tokenizer: Tokenizer) -> list[int]:
+@functools.lru_cache(maxsize=8)  # a loaded tokenizer's, read once by every engine
+def sentence_ends(tokenizer: Tokenizer) -> frozenset[int]:
     """The target pieces that end with a mark that ends a sentence (。？！): what a
     translation may not write before every term is in it (a term put after the sentence,
     "…过敏。花生。", reads as an afterthought)."""
     pieces = (tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size()))
-    return [i for i, piece in enumerate(pieces) if piece.endswith(_SENTENCE_ENDS)]
+    return frozenset(i for i, piece in enumerate(pieces) if piece.endswith(_SENTENCE_ENDS))

@@ -55,7 +55,6 @@ class TermPolicy:
             engine.tgt_tok
         )
         self.digits = spans.digit_pieces(engine.tgt_tok)  # what decode.digit_guard keeps out
-        self._ends: set[int] | None = None
         self._glossaries: dict[str, Glossary] = {}  # decode.glossary, loaded once
         self._term_ids: dict[str, list[int] | None] = {}  # a term's target ids
 
@@ -98,13 +97,6 @@ class TermPolicy:
         return (
             known is not None and bool(words) and not any(known_words.seen(w, known) for w in words)
         )
-
-    @property
-    def ends(self) -> set[int]:
-        """The target pieces that end a sentence, after which term insertion puts no term."""
-        if self._ends is None:
-            self._ends = set(sentence_ends(self.engine.tgt_tok))
-        return self._ends
 
     def term_ids(self, chinese: str) -> list[int] | None:
         """A term as the target ids the search must write (glossary.term_ids)."""
@@ -241,12 +233,11 @@ class TermInsertion:
         the rows that still miss a term, with their new base."""
         rows, prefixes = [], []
         room = self.engine.max_positions - 1  # what a prefix and its ending may take
+        ends = sentence_ends(self.engine.tgt_tok)
         for i, base in bases.items():
             term = self.terms[i][self.missing(i, base)[0]]
             for place in range(min(len(base), room - len(term)) + 1):
-                if (
-                    place and base[place - 1] in self.policy.ends
-                ):  # not after the sentence: "…。显卡"
+                if place and base[place - 1] in ends:  # not after the sentence: "…。显卡"
                     continue
                 rows.append(i)
                 prefixes.append(base[:place] + term)

@@ -44,7 +44,6 @@ class TorchEngine:
         self.about = about or About("torch", "fp32", precision_reason="the model as given")
         self.known_words: frozenset[str] | None = None  # known_words.py: none where not given
         self.config: Config | None = None  # the checkpoint's, when loaded from one
-        self._ends: list[int] | None = None
 
     @classmethod
     def from_checkpoint(
@@ -93,19 +92,13 @@ class TorchEngine:
             packed = None
             if terms is not None:
                 vocab = self.tgt_tok.get_piece_size()
-                packed = PackedTerms.of(terms, vocab, self.sentence_ends, self.device)
+                ends = sentence_ends(self.tgt_tok)
+                packed = PackedTerms.of(terms, vocab, ends, self.device)
             found = search(self.model, src, max_lens, decode_cfg, generator, never, packed)
             for i, hypotheses in zip(rows, found, strict=True):
                 outputs[i] = hypotheses
         self.model.train(was_training)
         return outputs
-
-    @property
-    def sentence_ends(self) -> list[int]:
-        """The target pieces that end a sentence (glossary.sentence_ends)."""
-        if self._ends is None:
-            self._ends = sentence_ends(self.tgt_tok)
-        return self._ends
 
 
 def for_decoding(model: Transformer, decode_cfg: DecodeConfig, chosen: str = "fp32") -> Transformer:
