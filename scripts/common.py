@@ -141,10 +141,12 @@ def cedict_lines() -> list[str]:
         ) from None
 
 
-def noun_terms(lines: Iterable[str]) -> dict[str, set[str]]:
+def noun_terms(lines: Iterable[str], primary: bool = False) -> dict[str, set[str]]:
     """English term (lower case) → the simplified headwords of CC-CEDICT's nouns (entries
     that name a measure word, `CL:`) it defines: definitions of one to three plain words,
-    parenthetical notes and a leading article removed, none of them a function word."""
+    parenthetical notes and a leading article removed, none of them a function word. With
+    `primary`, only each entry's first definition (its main sense), where no note narrows
+    it, counts."""
     terms: dict[str, set[str]] = defaultdict(set)
     for line in lines:
         match = _ENTRY.match(line)
@@ -153,7 +155,9 @@ def noun_terms(lines: Iterable[str]) -> dict[str, set[str]]:
         _, simplified, definitions = match.groups()
         if not _HAN.match(simplified):
             continue
-        for definition in definitions.split("/"):
+        for definition in definitions.split("/")[: 1 if primary else None]:
+            if primary and _NOTE.search(definition):  # "letter (of the alphabet)": a sense
+                continue
             english = _ARTICLE.sub("", " ".join(_NOTE.sub("", definition).split()))
             words = set(english.lower().replace("-", " ").split())
             if _PLAIN_TERM.fullmatch(english) and not words & _FUNCTION_WORDS:

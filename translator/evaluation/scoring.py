@@ -77,7 +77,8 @@ def score(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> Sco
 
 def read_eval_set(src: Path, refs: Sequence[Path]) -> tuple[list[str], list[list[str]]]:
     """A source file and reference files line-aligned with it (several for WMT's refA and
-    refB) → the sentences and each one's references."""
+    refB) → the sentences and each one's references; a blank reference line means that
+    sentence has one fewer."""
     sources = read_lines(src)
     columns = []
     for ref in refs:
@@ -85,11 +86,10 @@ def read_eval_set(src: Path, refs: Sequence[Path]) -> tuple[list[str], list[list
         if len(lines) != len(sources):
             raise UserError(f"{src} has {len(sources)} lines but {ref} has {len(lines)}")
         columns.append(lines)
-    return sources, [list(refs) for refs in zip(*columns, strict=True)]
+    return sources, [[r for r in refs if r.strip()] for refs in zip(*columns, strict=True)]
 
 
 def score_files(hypotheses: Path, refs: Sequence[Path]) -> Scores:
     """`translator eval --hyp`: a hypothesis file scored against reference files aligned
     with it line by line; a blank reference line means that sentence has one fewer."""
-    hyps, references = read_eval_set(hypotheses, refs)
-    return score(hyps, [[r for r in line if r.strip()] for line in references])
+    return score(*read_eval_set(hypotheses, refs))

@@ -9,6 +9,11 @@ sentences with the glossary and without it.
     unasked      the glossary's Chinese written where the source has no entry for it:
                  occurrences of any entry's Chinese in a translation (the longest first,
                  not overlapping) beyond those of the entries its source holds
+    duplicated   of those, the occurrences of a term the source does hold, written more
+                 often than the source holds it (a term written twice: "我们希望你会喜欢
+                 看看这件事表演" holds its term once, but around it twice)
+    overridden   BLEU and chrF on the sentences where the glossary overrides the model: a
+                 term the translation without the glossary does not hold
 
 Each sentence is counted once: the sources are the split's distinct English sentences (or
 the lines of --src), each against all its references.
@@ -36,6 +41,9 @@ class Side:
     term_chrf: float
     terms_used: int  # occurrences whose Chinese the translation holds
     unasked: int  # the glossary's Chinese written beyond what the sources ask for
+    duplicated: int  # of those, a term the source holds, written more often than it does
+    overridden_bleu: float  # the sentences where the glossary overrides the model
+    overridden_chrf: float
 
     def term_use(self, occurrences: int) -> float:
         return self.terms_used / occurrences if occurrences else 1.0
@@ -48,6 +56,7 @@ class TermScores:
     sentences: int
     term_sentences: int  # sentences holding at least one term
     occurrences: int  # term occurrences in the sources
+    overridden: int  # sentences with a term the translation without the glossary misses
     without: Side
     with_glossary: Side
 
@@ -80,27 +89,37 @@ def written(glossary_chinese: set[str], longest: int, text: str) -> Counter[str]
     return found
 
 
+def subset_scores(hypotheses, references, rows: Sequence[int]) -> tuple[float, float]:
+    """BLEU and chrF of the sentences `rows` (NaN where there are none)."""
+    if not rows:
+        return float("nan"), float("nan")
+    found = score([hypotheses[i] for i in rows], [references[i] for i in rows])
+    return found.bleu, found.chrf
+
+
 def side(
     hypotheses: Sequence[str],
     references: Sequence[Sequence[str]],
     terms: Sequence[Sequence[str]],
     chinese: set[str],
+    overridden: Sequence[int],
 ) -> Side:
-    """One set of translations' figures."""
+    """One set of translations' figures; `overridden`: the sentences where the glossary
+    overrides the model."""
     everything = score(hypotheses, references)
     holding = [i for i, t in enumerate(terms) if t]
-    if holding:
-        subset = score([hypotheses[i] for i in holding], [references[i] for i in holding])
-        term_bleu, term_chrf = subset.bleu, subset.chrf
-    else:
-        term_bleu = term_chrf = float("nan")
+    term_bleu, term_chrf = subset_scores(hypotheses, references, holding)
     used = sum(len(t) - len(missing_terms(t, h)) for t, h in zip(terms, hypotheses, strict=True))
     longest = max(map(len, chinese), default=0)
-    unasked = sum(
-        sum((written(chinese, longest, h) - Counter(t)).values())
-        for t, h in zip(terms, hypotheses, strict=True)
-    )
-    return Side(everything.bleu, everything.chrf, term_bleu, term_chrf, used, unasked)
+    beyond = [
+        written(chinese, longest, h) - Counter(t) for t, h in zip(terms, hypotheses, strict=True)
+    ]
+    unasked = sum(sum(extra.values()) for extra in beyond)
+    duplicated = sum(extra[c] for extra, t in zip(beyond, terms, strict=True) for c in set(t))
+    return Side(
+        everything.bleu, everything.chrf, term_bleu, term_chrf, used, unasked, duplicated,
+        *subset_scores(hypotheses, references, overridden),
+    )  # fmt: skip
 
 
 def term_scores(
@@ -113,14 +132,18 @@ def term_scores(
     """Both sets of translations of `sources` scored against `references` and `glossary`."""
     terms = source_terms(glossary, sources)
     chinese = set(glossary.entries.values())
+    overridden = [
+        i for i, (t, h) in enumerate(zip(terms, without, strict=True)) if missing_terms(t, h)
+    ]
     return TermScores(
         glossary=glossary.origin,
         entries=len(glossary),
         sentences=len(sources),
         term_sentences=sum(1 for t in terms if t),
         occurrences=sum(map(len, terms)),
-        without=side(without, references, terms, chinese),
-        with_glossary=side(with_glossary, references, terms, chinese),
+        overridden=len(overridden),
+        without=side(without, references, terms, chinese, overridden),
+        with_glossary=side(with_glossary, references, terms, chinese, overridden),
     )
 
 
@@ -137,5 +160,10 @@ def table(result: TermScores) -> list[str]:
         f"{'chrF, sentences with a term':34} {a.term_chrf:8.2f} {b.term_chrf:8.2f}",
         f"{'BLEU, all sentences':34} {a.bleu:8.2f} {b.bleu:8.2f}",
         f"{'chrF, all sentences':34} {a.chrf:8.2f} {b.chrf:8.2f}",
+        f"{f'BLEU, {result.overridden:,} sentences overridden':34} "
+        f"{a.overridden_bleu:8.2f} {b.overridden_bleu:8.2f}",
+        f"{f'chrF, {result.overridden:,} sentences overridden':34} "
+        f"{a.overridden_chrf:8.2f} {b.overridden_chrf:8.2f}",
         f"{'terms written the source lacks':34} {a.unasked:8,} {b.unasked:8,}",
+        f"{'terms written more often than asked':34} {a.duplicated:8,} {b.duplicated:8,}",
     ]
