@@ -324,8 +324,22 @@ def test_a_removed_key_is_one_line_naming_what_replaced_it(tmp_path):
     with pytest.raises(UserError) as refused:
         load(plain, ["decode.glossary_search=all"])
     assert str(refused.value).startswith("config key 'decode.glossary_search' was removed: ")
-    assert "only where its translation misses one" in str(refused.value)
-    recorded = {"decode": {"beam": 3, "glossary_mode": "placeholders", "glossary_search": "all"}}
+    assert "only a translation that misses a term is changed" in str(refused.value)
+    with pytest.raises(UserError, match="'decode.glossary_beam' was removed: .*decode.beam"):
+        load(plain, ["decode.glossary_beam=4"])
+    recorded = {
+        "decode": {
+            "beam": 3, "glossary_mode": "placeholders", "glossary_search": "all",
+            "glossary_beam": 2,
+        }
+    }  # fmt: skip
     assert from_dict(recorded).decode.beam == 3
-    manifest = {"decode": {"beam": 5, "glossary_mode": "search", "glossary_search": "all"}}
+    manifest = {
+        "decode": {
+            "beam": 5,
+            "glossary_mode": "search",
+            "glossary_search": "all",
+            "glossary_beam": 4,
+        }
+    }
     assert as_today(manifest)["decode"] == {"beam": 5, "glossary_search": "all"}

@@ -279,11 +279,10 @@ def test_unknown_token_is_never_written(trained):
 
 
 def test_a_limit_of_no_tokens_writes_nothing_and_scores_are_reported_where_asked(trained):
-    """Greedy search with every limit 0 writes nothing (as it always has); the constrained
-    search reports its scores at one beam too, where plain greedy search reports NaN."""
+    """Greedy search with every limit 0 writes nothing (as it always has); beam search
+    reports its scores at one beam too, where plain greedy search reports NaN."""
     import math
 
-    from translator.inference.constraints import PackedTerms
     from translator.inference.search import search
 
     translator, sources = trained
@@ -293,7 +292,27 @@ def test_a_limit_of_no_tokens_writes_nothing_and_scores_are_reported_where_asked
     limits = torch.full((4,), 6)
     plain = search(model, src, limits, DecodeConfig())
     assert all(math.isnan(found[0][1]) for found in plain)
-    term = [[[model.project.out_features - 1]]] * 4
-    packed = PackedTerms.of(term, model.project.out_features)
-    bound = search(model, src, limits, DecodeConfig(), terms=packed)
-    assert all(not math.isnan(found[0][1]) for found in bound)
+    scored = search(model, src, limits, DecodeConfig(nbest=1))
+    assert all(not math.isnan(found[0][1]) for found in scored)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_search_from_a_prefix_starts_with_it_and_goes_on_as_the_model_would(trained, beam):
+    """Prefixes (terms.py's placement): each hypothesis starts with its sentence's own
+    prefix, of any length; an empty prefix changes nothing, nor, for greedy search, does
+    the start of the translation it finds on its own."""
+    from translator.inference.search import search
+
+    translator, sources = trained
+    model, src = translator.engine.model, pad(sources[:4])
+    limits = torch.full((4,), 12)
+    decode = DecodeConfig(beam=beam, nbest=1)
+    free = search(model, src, limits, decode)
+    assert search(model, src, limits, decode, prefixes=[[]] * 4) == free
+    own = [found[0][0][:2] for found in free]
+    if beam == 1:
+        assert search(model, src, limits, decode, prefixes=own) == free
+    given = [[7], [8, 9], [], [10, 11, 12]]
+    forced = search(model, src, limits, decode, prefixes=given)
+    for prefix, found in zip(given, forced, strict=True):
+        assert found[0][0][: len(prefix)] == prefix

@@ -195,7 +195,27 @@ def test_translate_says_how_it_keeps_the_glossary(trained, tmp_path):
     result = run_cli("translate", *given, "Tom can see the cat.", "Hello.", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "狗" in result.stdout.splitlines()[0]
-    assert (
-        "glossary: 1 entries from" in result.stderr and "constrained beam search" in result.stderr
-    )
+    assert "glossary: 1 entries from" in result.stderr and "term placement" in result.stderr
     assert "glossary: 1 term in the input, all of them written" in result.stderr
+
+
+def test_a_term_for_which_the_model_has_its_own_word_is_written_once():
+    """The pinned model (tests/data/outputs) writes 书 for "the book"; a glossary asking for
+    书本 gets 书本 once, in the place of 书, and no 书 beside it (the constrained beam search
+    this replaced wrote 汤姆书本 and 他们会书本 他们会画书。 for four of these five)."""
+    from pathlib import Path
+
+    from translator.inference.text import Translator
+
+    model = Path(__file__).parent / "data" / "outputs" / "model.pt"
+    translator = Translator.from_checkpoint(model, "cpu", engine="torch")
+    sources = [
+        "Tom will buy the book.", "She can see the book.", "I should find the book.",
+        "They will draw the book.", "Mary can buy the book.",
+    ]  # fmt: skip
+    plain = translator.translate(sources)
+    assert all("书" in line and "书本" not in line for line in plain)
+    forced = translator.translate(sources, glossary=Glossary.of({"book": "书本"}))
+    for before, after in zip(plain, forced, strict=True):
+        assert after.count("书本") == 1 and "书" not in after.replace("书本", "")
+        assert after.startswith(before[: before.index("书")] + "书本")  # where 书 was

@@ -80,7 +80,7 @@ def test_an_unknown_name_is_a_placeholder_on_a_model_trained_with_them(ours):
     assert prepared.text == "I use ⦅1⦆ at ⦅2⦆ every day."
     assert prepared.spans == ["Wikipedia", "https://example.com"]
     # a glossary term the model never saw goes the same way, its Chinese given back; one
-    # it saw is a constraint of the search
+    # it saw is placed in the translation by the model
     prepared = ours.prepare(
         "Tom can see the GPU and the cat.", Glossary.of({"GPU": "显卡", "cat": "狗"})
     )

@@ -57,7 +57,7 @@ SETTINGS = {  # name: decoding changes (DecodeConfig keys), with the glossary or
     "glossary_beam": {"glossary": True, "beam": 5},
     "glossary_nbest": {"glossary": True, "beam": 5, "nbest": 2},
     "glossary_guards": {"glossary": True, "digit_guard": True, "span_guard": True},
-    "glossary_no_split": {"glossary": True, "split": False, "glossary_beam": 2},
+    "glossary_no_split": {"glossary": True, "split": False, "beam": 2},
 }
 
 

@@ -184,7 +184,7 @@ class Copying:
     through the target tokenizer, and drops what `drop` names: the text path around any
     engine, with nothing learnt. `seen`: every source it was given."""
 
-    constrains, known_words, src_prefix = True, None, ""
+    known_words, src_prefix = None, ""
     about = About("copying", "fp32")
     add: str = ""  # written after every source: a placeholder of the model's own
 

@@ -235,7 +235,6 @@ class DecodeConfig:
     span_guard: bool = False  # a span whose placeholder the output lacks goes at its end
     keep_names: bool = True  # a capitalised word the model never saw passes through verbatim
     glossary: str = ""  # a TSV or CSV of English terms and their Chinese (data/glossary.py)
-    glossary_beam: int = 4  # the fewest beams a sentence with glossary terms is searched with
     nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
     no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
     sample: bool = False  # draw each token at random instead of searching
@@ -250,7 +249,6 @@ class DecodeConfig:
             "decode",
             batch_size=self.batch_size,
             beam=self.beam,
-            glossary_beam=self.glossary_beam,
         )
         _require(
             self.workers >= 0,
@@ -432,13 +430,17 @@ class Removed(NamedTuple):
 REMOVED = {
     "decode.glossary_mode": Removed(
         "search",
-        "every term is a constraint of the search, and names and terms the model never saw "
-        "travel as placeholders (what 'search' did); delete the key",
+        "a term the translation misses is placed by the model, and names and terms the "
+        "model never saw travel as placeholders (as with 'search'); delete the key",
     ),
     "decode.glossary_search": Removed(
         "missing",
-        "a sentence is searched again with its terms only where its translation misses one "
-        "(what 'missing' did); delete the key",
+        "only a translation that misses a term is changed (what 'missing' did); delete the key",
+    ),
+    "decode.glossary_beam": Removed(
+        4,
+        "a term the translation misses is placed by the model, and what follows it searched "
+        "with decode.beam beams (docs/translating.md#glossaries); delete the key",
     ),
 }
 

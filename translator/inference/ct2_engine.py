@@ -10,8 +10,9 @@ its `min_decoding_length` is set to 0, as we allow an empty output; <pad>, <s> a
 are never written, as in ours; its length penalty divides by L^α where ours is GNMT's
 ((5+L)/6)^α, so beam search may choose differently on some sentences (docs/deploy.md
 states how often). Batches are submitted asynchronously so that `workers` translators of
-`threads` threads each run in parallel. It has no constrained search: `complete` (a search
-from a target prefix) and `log_probability` are what terms.py's term insertion asks of it.
+`threads` threads each run in parallel. `expected` (the logits at each place of a given
+output) and `complete` (a search from a target prefix) are what terms.py's term placement
+asks of it, as of ours.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from translator.config import DecodeConfig, from_dict
 from translator.data import known_words
-from translator.data.tokenizer import UNK, load_tokenizer
+from translator.data.tokenizer import EOS, UNK, load_tokenizer
 from translator.errors import UserError
 from translator.inference import precision
 from translator.inference.engine import About, Found, SearchBatch, Sources, output_limits
@@ -50,8 +51,6 @@ def require_ctranslate2() -> Any:
 
 class CTranslate2Engine:
     """A directory `translator export` wrote, as the engine."""
-
-    constrains = False  # no constrained search: terms.py inserts a glossary's terms
 
     def __init__(
         self,
@@ -150,24 +149,64 @@ class CTranslate2Engine:
         never: list[int],
         limits: list[int],
         decode_cfg: DecodeConfig,
-    ) -> list[list[int]]:
-        """The best translation of the source of each of `rows` that starts with its prefix
-        (target ids), cut to its limit, or to its prefix where that is longer."""
-        results = self._submit(sources, rows, never, limits, decode_cfg, prefixes)
-        finished = []
-        for i, prefix, result in zip(rows, prefixes, results, strict=True):
-            ids = [self.tgt_tok.piece_to_id(p) for p in _hypotheses(result)[0][0]]
-            finished.append(ids[: max(limits[i], len(prefix))])
-        return finished
+    ) -> Found:
+        """The hypotheses of the source of each of `rows` that start with its prefix
+        (target ids), each cut to its limit, or to its prefix where that is longer; in
+        batches submitted at once, as `search` submits them."""
 
-    def log_probability(
-        self, sources: Sequence[np.ndarray], rows: Sequence[int], outputs: Sequence[list[int]]
-    ) -> list[float]:
-        """The model's log-probability of each output (ids, then EOS) for the source of its
-        row, as CTranslate2 scores it."""
-        tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
-        target = [[self.tgt_tok.id_to_piece(t) for t in ids] for ids in outputs]
-        return [sum(r.log_probs) for r in self.engine.score_batch(tokens, target)]
+        def submit(part: list[int], at: list[int]):
+            return self._submit(sources, part, never, limits, decode_cfg, [prefixes[k] for k in at])
+
+        keep = max(decode_cfg.nbest, 1)
+        found: Found = [[] for _ in rows]
+        for part, results in self._chunked(sources, rows, decode_cfg, submit):
+            for k, result in zip(part, results, strict=True):
+                most = max(limits[rows[k]], len(prefixes[k]))
+                found[k] = [
+                    ([self.tgt_tok.piece_to_id(p) for p in pieces][:most], score)
+                    for pieces, score in _hypotheses(result)[:keep]
+                ]
+        return found
+
+    def expected(
+        self, sources: Sequence[np.ndarray], rows: Sequence[int], outputs, tokens
+    ) -> list[list[float]]:
+        """How much more the model expects `tokens[k]` than what output `k` wrote, at each
+        of its places: log P(token) − log P(written) before its first id, …, before its
+        EOS (len + 1 values), from the vocabulary's logits of each step with the output as
+        the target prefix."""
+        piece = self.tgt_tok.id_to_piece
+
+        def submit(part: list[int], at: list[int]):
+            longest = min(max(len(outputs[k]) for k in at) + 1, self.max_positions - 1)
+            return self.engine.translate_batch(
+                [[self.src_pieces[t] for t in sources[i][:-1]] for i in part],
+                target_prefix=[[piece(t) for t in outputs[k]] for k in at],
+                beam_size=1,
+                max_decoding_length=longest,
+                min_decoding_length=0,
+                return_logits_vocab=True,
+                asynchronous=True,
+            )
+
+        found: list[list[float]] = [[] for _ in rows]
+        for part, results in self._chunked(sources, rows, DecodeConfig(), submit):
+            for k, result in zip(part, results, strict=True):
+                ids = outputs[k]
+                steps = result.result().logits[0][: len(ids) + 1]
+                logits = np.stack([np.asarray(step) for step in steps])
+                written = logits[np.arange(len(steps)), [*ids, EOS][: len(steps)]]
+                found[k] = (logits[:, tokens[k]] - written).tolist()  # the normaliser cancels
+        return found
+
+    def _chunked(self, sources, rows: Sequence[int], decode_cfg: DecodeConfig, submit):
+        """`rows` (indices of `sources`) sorted by length, in batches that `submit(rows,
+        positions)` starts at once; each batch's positions in `rows` and its results."""
+        order = sorted(range(len(rows)), key=lambda k: len(sources[rows[k]]))
+        size = self.batch_size(decode_cfg)
+        parts = [order[at : at + size] for at in range(0, len(order), size)]
+        pending = [submit([rows[k] for k in part], part) for part in parts]
+        return zip(parts, pending, strict=True)
 
     def _submit(
         self,
@@ -185,7 +224,7 @@ class CTranslate2Engine:
         tokens = [[self.src_pieces[t] for t in sources[i][:-1]] for i in rows]
         # all `beam` hypotheses asked for, `nbest` kept: with fewer, CTranslate2 stops as
         # soon as its top beam ends, before later hypotheses that may score better
-        wanted = bool(decode_cfg.nbest) and prefixes is None
+        wanted = bool(decode_cfg.nbest)
         beam = decode_cfg.beam
         options = {"beam_size": beam, "num_hypotheses": beam if wanted else 1}
         if decode_cfg.sample:  # CTranslate2 samples through its greedy search: beam 1

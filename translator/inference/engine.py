@@ -2,8 +2,8 @@
 
     Engine          the protocol our PyTorch model (torch_engine.py) and CTranslate2
                     (ct2_engine.py) implement; factory.py opens one
-    SearchBatch     the sources one search takes: their indices, the ids none of their
-                    outputs may write, and each one's glossary terms (a constrained search)
+    SearchBatch     the sources one search takes: their indices, and the ids none of
+                    their outputs may write
     batches(...)    sources sorted by length into SearchBatches
     output_limits   how many tokens each output may have
     detokenize      output ids → one line of text
@@ -58,13 +58,11 @@ class About:
 
 
 class SearchBatch(NamedTuple):
-    """The indices of the sources one search takes, the ids none of their outputs may
-    write (NEVER_OUTPUT, and the digits decode.digit_guard keeps out), and each one's
-    glossary terms as target ids, which every hypothesis holds (None: no terms)."""
+    """The indices of the sources one search takes, and the ids none of their outputs may
+    write (NEVER_OUTPUT, and the digits decode.digit_guard keeps out)."""
 
     rows: list[int]
     never: list[int]
-    terms: list[list[list[int]]] | None = None
 
 
 class Engine(Protocol):
@@ -76,7 +74,6 @@ class Engine(Protocol):
     max_positions: int  # the longest source or output, in tokens
     src_prefix: str  # data.src_prefix: a piece before every source
     known_words: frozenset[str] | None  # the English words it was trained on (known_words.py)
-    constrains: bool  # `search` keeps a batch's terms (else terms.py inserts them)
 
     def batch_size(self, decode_cfg: DecodeConfig) -> int:
         """The most sentences a search batch holds."""
@@ -92,28 +89,17 @@ class Engine(Protocol):
 
 
 def batches(
-    sources: Sequence[np.ndarray],
-    size: int,
-    guarded: Sequence[bool],
-    digits: list[int],
-    terms: Sequence[list[list[int]]] | None = None,
+    sources: Sequence[np.ndarray], size: int, guarded: Sequence[bool], digits: list[int]
 ) -> list[SearchBatch]:
     """The indices of `sources`, sorted by length, in batches of `size`: the `guarded` ones
-    (which may not write the `digits`) apart from the others, and those with `terms` apart
-    from those without (which so decode exactly as they would without a glossary)."""
-    bound = [bool(t) for t in terms] if terms else [False] * len(sources)
+    (which may not write the `digits`) apart from the others."""
     found = []
-    for guard, constrained in ((False, False), (True, False), (False, True), (True, True)):
+    for guard in (False, True):
         order = sorted(
-            (i for i in range(len(sources)) if (guarded[i], bound[i]) == (guard, constrained)),
-            key=lambda i: len(sources[i]),
+            (i for i in range(len(sources)) if guarded[i] == guard), key=lambda i: len(sources[i])
         )
         never = NEVER_OUTPUT + digits if guard else NEVER_OUTPUT
-        for at in range(0, len(order), size):
-            rows = order[at : at + size]
-            found.append(
-                SearchBatch(rows, never, [terms[i] for i in rows] if constrained else None)
-            )
+        found += [SearchBatch(order[at : at + size], never) for at in range(0, len(order), size)]
     return found
 
 

@@ -5,16 +5,15 @@
         Greedy()          the most probable token (decode.beam 1)
         Sampling(how)     a token drawn as decode.sample/topk/topp/temperature say
         TopK(k)           beam search's 2K best candidates (decode.beam > 1, or n-best)
-        Constrained(...)  beam search whose hypotheses hold each sentence's glossary terms
-                          (constraints.py)
+        Prefixed(s, ...)  any of them, each hypothesis starting with its sentence's given
+                          tokens (a term placed: terms.py)
 
-A selection is `scored / start / candidates / unmet / follow` (the `Selection` protocol):
-it says what the candidates are chosen by (the logits, or their log-probabilities), is
-told how many hypotheses there are, offers each step's candidates in the order the loop
-takes them, says how many terms a finished one did not meet, and follows the hypotheses
-that go on. Greedy search and sampling (`ends_at_limit`) are one hypothesis a sentence, one
-candidate a step, that ends at EOS or when its limit is written; beam search ends a
-hypothesis with EOS, so at the limit only EOS may follow.
+A selection is `scored / start / candidates / follow` (the `Selection` protocol): it says
+what the candidates are chosen by (the logits, or their log-probabilities), is told how
+many hypotheses there are, offers each step's candidates in the order the loop takes them,
+and follows the hypotheses that go on. Greedy search and sampling (`ends_at_limit`) are one
+hypothesis a sentence, one candidate a step, that ends at EOS or when its limit is written;
+beam search ends a hypothesis with EOS, so at the limit only EOS may follow.
 
 Each takes a batch of sources (B,S) with its mask and each sentence's output limit, and
 gives each sentence's hypotheses as (ids without BOS/EOS, score), best first. A sentence
@@ -37,7 +36,6 @@ import torch
 from translator.config import DecodeConfig
 from translator.data.batching import padding_mask
 from translator.data.tokenizer import BOS, EOS
-from translator.inference.constraints import Constrained, PackedTerms
 from translator.inference.engine import NEVER_OUTPUT, Found, length_penalty
 from translator.model.transformer import Transformer
 
@@ -129,10 +127,6 @@ class Selection(Protocol):
         `logp` (n,width,V): the first K that end in EOS finish, the K best others go on."""
         ...
 
-    def unmet(self, sentences, row, column) -> torch.Tensor | None:
-        """How many terms each finished candidate did not meet (None: no terms)."""
-        ...
-
     def follow(self, rank: torch.Tensor, keep: torch.Tensor) -> None:
         """The hypotheses that go on: the candidates `rank` of the live sentences `keep`."""
         ...
@@ -158,9 +152,6 @@ class TopK:
         flat = (scores[:, :, None] + logp).view(n, width * vocab)
         top, index = flat.topk(2 * self.beam, dim=1)
         return top, index // vocab, index % vocab
-
-    def unmet(self, sentences, row, column) -> None:
-        return None
 
     def follow(self, rank, keep) -> None:
         """Nothing to follow."""
@@ -203,6 +194,36 @@ class Sampling(Greedy):
         token = draw(logits, self.how)[:, None]
         gained = logits.log_softmax(dim=-1).gather(1, token)
         return scores + gained, self.origin.expand_as(token), token
+
+
+class Prefixed:
+    """Another selection whose hypotheses start with given tokens: each sentence's prefix
+    (B,P, padded with -1; `lengths` (B,)) is all a hypothesis may write at its first
+    steps, scored by the model as any token is; then the selection chooses as it does."""
+
+    def __init__(self, inner: Selection, prefixes: torch.Tensor, lengths: torch.Tensor):
+        self.inner, self.prefixes, self.lengths = inner, prefixes, lengths
+        self.beam, self.ends_at_limit, self.dtype = inner.beam, inner.ends_at_limit, inner.dtype
+        self.step = 0
+
+    def scored(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.inner.scored(logits)
+
+    def start(self, rows: int, device: torch.device) -> None:
+        self.step = 0
+        self.inner.start(rows, device)
+
+    def candidates(self, scores, logp, alive, at_limit):
+        forced = self.lengths[alive] > self.step
+        if forced.any():
+            token = self.prefixes[alive, min(self.step, self.prefixes.size(1) - 1)]
+            other = torch.arange(logp.size(-1), device=logp.device) != token[:, None]
+            logp.masked_fill_((forced[:, None] & other)[:, None, :], float("-inf"))
+        self.step += 1
+        return self.inner.candidates(scores, logp, alive, at_limit)
+
+    def follow(self, rank: torch.Tensor, keep: torch.Tensor) -> None:
+        self.inner.follow(rank, keep)
 
 
 def _next_logits(model: Transformer, tokens: torch.Tensor, state):
@@ -316,7 +337,7 @@ def _beam_step(kept, selection, history, alive, top, origin, is_eos, step: int, 
     if row.numel():
         ids = history[row * width + origin[row, column]].tolist()
         score = top[row, column] / length_penalty(step + 1, alpha)
-        kept.add(alive[row], ids, score.tolist(), selection.unmet(alive[row], row, column))
+        kept.add(alive[row], ids, score.tolist())
     rank = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]  # stable
     return rank, kept.count[alive] >= k
 
@@ -342,28 +363,20 @@ class Finished:
 
     def __init__(self, batch: int, nbest: int, device: torch.device):
         self.nbest = nbest
-        # each sentence's (ids, score, terms not met), best first
-        self.found: list[list[tuple[list[int], float, int]]] = [[] for _ in range(batch)]
+        # each sentence's (ids, score), best first
+        self.found: list[list[tuple[list[int], float]]] = [[] for _ in range(batch)]
         self.count = torch.zeros(batch, dtype=torch.long, device=device)
         self.nth = torch.full((batch,), float("-inf"), device=device)
 
-    def add(
-        self,
-        sentences: torch.Tensor,
-        ids: list[list[int]],
-        scores: list[float],
-        unmet: torch.Tensor | None = None,
-    ) -> None:
+    def add(self, sentences: torch.Tensor, ids: list[list[int]], scores: list[float]) -> None:
         """Hypotheses that ended at this step (E sentence indices, their ids and scores, in
-        candidate order); `unmet`: the constraints each did not meet, which rank it below
-        every hypothesis that met more. Among equal scores the one found first ranks first."""
+        candidate order). Among equal scores the one found first ranks first."""
         self.count.index_add_(0, sentences, torch.ones_like(sentences))
-        missed = [0] * len(ids) if unmet is None else unmet.tolist()
         touched = {}
-        for sentence, row, score, miss in zip(sentences.tolist(), ids, scores, missed, strict=True):
+        for sentence, row, score in zip(sentences.tolist(), ids, scores, strict=True):
             found = self.found[sentence]
-            found.append((row, score, miss))
-            found.sort(key=lambda hypothesis: (hypothesis[2], -hypothesis[1]))  # stable
+            found.append((row, score))
+            found.sort(key=lambda hypothesis: -hypothesis[1])  # stable
             if len(found) >= self.nbest:
                 touched[sentence] = found[self.nbest - 1][1]
         if touched:
@@ -373,22 +386,12 @@ class Finished:
     def best(self) -> Found:
         """Each sentence's `nbest` best; one that took no step (a limit of 0 tokens for
         every sentence of a greedy search) has the empty output, scored 0."""
-        return [
-            [(ids, score) for ids, score, _ in found[: self.nbest]] or [([], 0.0)]
-            for found in self.found
-        ]
+        return [found[: self.nbest] or [([], 0.0)] for found in self.found]
 
 
-def selection_for(
-    decode_cfg: DecodeConfig,
-    generator: torch.Generator | None = None,
-    terms: PackedTerms | None = None,
-) -> Selection:
-    """The selection `decode_cfg` asks for: with `terms`, the constrained beam search of
-    decode.beam beams; else sampling (decode.sample), greedy search (beam 1 without
-    n-best), or beam search."""
-    if terms is not None:
-        return Constrained(terms, decode_cfg.beam)
+def selection_for(decode_cfg: DecodeConfig, generator: torch.Generator | None = None) -> Selection:
+    """The selection `decode_cfg` asks for: sampling (decode.sample), greedy search (beam 1
+    without n-best), or beam search."""
     if decode_cfg.sample:
         how = TokenSampling(decode_cfg.temperature, decode_cfg.topk, decode_cfg.topp, generator)
         return Sampling(how)
@@ -404,14 +407,21 @@ def search(
     decode_cfg: DecodeConfig,
     generator: torch.Generator | None = None,
     never: list[int] = NEVER_OUTPUT,
-    terms: PackedTerms | None = None,
+    prefixes: list[list[int]] | None = None,
 ) -> Found:
     """The search `decode_cfg` asks for over one batch (B,S) (`selection_for`): each
     sentence's `decode_cfg.nbest` best hypotheses (one without n-best); sampling draws
     that many for each sentence, best score first. Plain greedy search reports NaN scores.
-    No output writes a token of `never`; with `terms` (each sentence's glossary terms),
-    every hypothesis holds them."""
-    selection = selection_for(decode_cfg, generator, terms)
+    No output writes a token of `never`; with `prefixes` (target ids, one for each
+    sentence), each hypothesis starts with its sentence's."""
+    selection = selection_for(decode_cfg, generator)
+    if prefixes is not None:
+        longest = max(map(len, prefixes), default=0) or 1
+        padded = torch.full((len(prefixes), longest), -1, dtype=torch.long, device=src.device)
+        for row, prefix in enumerate(prefixes):
+            padded[row, : len(prefix)] = torch.tensor(prefix, dtype=torch.long)
+        lengths = torch.tensor([len(p) for p in prefixes], device=src.device)
+        selection = Prefixed(selection, padded, lengths)
     guard, alpha = decode_cfg.no_repeat_ngram, decode_cfg.length_penalty
     if isinstance(selection, Sampling):  # each of the n samples is a search of its own
         copies = max(decode_cfg.nbest, 1)
@@ -426,6 +436,6 @@ def search(
         model, src, padding_mask(src), max_lens, selection, alpha,
         nbest=max(decode_cfg.nbest, 1), no_repeat_ngram=guard, never=never,
     )  # fmt: skip
-    if isinstance(selection, Greedy):  # plain greedy search computes no scores
+    if isinstance(getattr(selection, "inner", selection), Greedy):  # no scores computed
         return [[(ids, float("nan")) for ids, _ in hypotheses] for hypotheses in found]
     return found

@@ -5,25 +5,23 @@ write them.
     find(sentence, glossary)    the glossary's entries in the sentence (data/glossary.py)
                                 and the names the model does not know (data/known_words.py):
                                 those `carried` as placeholders, the rest `terms`
-    search(...)                 the sources searched as without a glossary; those whose
-                                best translation misses a term searched again by the
-                                engine's mechanism:
-      constrained beam search   an engine whose search keeps terms (ours: constraints.py)
-      TermInsertion             one that has none (CTranslate2): each term put at every
-                                place of the best translation, the engine finishing each
+    search(...)                 the sources searched as without a glossary; the terms that
+                                a translation misses placed by the model (TermPlacement):
+                                each where the model most expects it, the engine writing
+                                what follows afresh
 
 On a model trained with placeholders, a name (`Python → Python`, or a capitalised word the
 model never saw, decode.keep_names) and a term whose English the model never saw (GPU: it
 could only guess) travel as ⦅n⦆ and come back as the glossary writes them; every other
-term is a constraint, which also keeps an unknown name on a model without placeholders.
-A term is searched with at least decode.glossary_beam beams.
+term is placed, as is an unknown name on a model without placeholders. Why placing won
+over a constrained beam search and over edits at every place:
+docs/studies.md#glossaries-the-mechanism.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -32,13 +30,12 @@ from translator.config import DecodeConfig
 from translator.data import known_words, spans
 from translator.data.glossary import Glossary, Match, sentence_ends, term_ids
 from translator.inference.engine import (
+    NEVER_OUTPUT,
     Engine,
     Found,
     Scored,
-    SearchBatch,
     batches,
     detokenize,
-    length_penalty,
     output_limits,
 )
 from translator.inference.sentences import Pieces
@@ -106,13 +103,10 @@ class TermPolicy:
 
     def mechanism(self, decode_cfg: DecodeConfig) -> str:
         """How the engine is made to write the terms, in words (translate says it)."""
-        how = "constrained beam search"
-        if not self.engine.constrains:
-            how = "term insertion (CTranslate2 target prefixes: TermInsertion)"
-        carried = ""
+        how = "term placement (a missing term put where the model expects it, the rest anew)"
         if self.placeholders:
-            carried = "; names (X → X) and terms the model never saw carried as placeholders"
-        return f"{how} ({max(decode_cfg.beam, decode_cfg.glossary_beam)} beams){carried}"
+            how += "; names (X → X) and terms the model never saw carried as placeholders"
+        return how
 
     def search(
         self,
@@ -129,20 +123,8 @@ class TermPolicy:
         found = self.engine.search(
             sources, batches(sources, size, guarded, self.digits), decode_cfg
         )
-        again = [
-            i
-            for i, (wanted, chinese) in enumerate(zip(ids, terms, strict=True))
-            if wanted and (not found[i] or self.missing(chinese, found[i][0][0]))
-        ]
-        if again:
-            redone = self._constrained(
-                [sources[i] for i in again],
-                [guarded[i] for i in again],
-                [ids[i] for i in again],
-                decode_cfg,
-            )
-            for i, hypotheses in zip(again, redone, strict=True):
-                found[i] = hypotheses
+        never = [NEVER_OUTPUT + self.digits if guard else NEVER_OUTPUT for guard in guarded]
+        TermPlacement(self, sources, never, decode_cfg).run(found, ids)
         return found
 
     def of_pieces(self, pieces: Pieces, terms: Sequence[Sequence[str]], english) -> list[list[str]]:
@@ -164,103 +146,110 @@ class TermPolicy:
         """The terms `chinese` that the output `ids` does not hold."""
         return missing_terms(chinese, detokenize(self.engine.tgt_tok, ids))
 
-    def _constrained(self, sources, guarded, ids, decode_cfg: DecodeConfig) -> Found:
-        """The engine's mechanism over sources that each have terms (`ids`), searched with
-        at least decode.glossary_beam beams."""
-        wide = replace(decode_cfg, beam=max(decode_cfg.beam, decode_cfg.glossary_beam))
-        size = self.engine.batch_size(decode_cfg)
-        grouped = batches(sources, size, guarded, self.digits, ids)
-        if self.engine.constrains:
-            return self.engine.search(sources, grouped, wide)
-        every = replace(wide, nbest=wide.beam)  # each batch's whole beam, with scores
-        plain = [batch._replace(terms=None) for batch in grouped]
-        found = self.engine.search(sources, plain, every)
-        limits = output_limits([len(s) for s in sources], every, self.engine.max_positions)
-        keep = max(decode_cfg.nbest, 1)
-        for batch in grouped:
-            TermInsertion(self, sources, batch, limits.tolist(), every).run(found, keep)
-        return found
 
+class Placing(Engine, Protocol):
+    """What placing a term asks of an engine."""
 
-class Completing(Engine, Protocol):
-    """What term insertion asks of an engine without a constrained search."""
-
-    def complete(self, sources, rows, prefixes, never, limits, decode_cfg) -> list[list[int]]:
-        """The best translation of each of `rows`' sources that starts with its prefix."""
+    def expected(self, sources, rows, outputs, tokens) -> list[list[float]]:
+        """How much more the model expects `tokens[k]` than what output `k` wrote, at each
+        of its places (log-probabilities: its ids, then EOS)."""
         ...
 
-    def log_probability(self, sources, rows, outputs) -> list[float]:
-        """The model's log-probability of each output (ids, then EOS)."""
+    def complete(self, sources, rows, prefixes, never, limits, decode_cfg) -> Found:
+        """Each of `rows`' sources' hypotheses that start with its prefix."""
         ...
 
 
-class TermInsertion:
-    """The glossary on an engine with no constrained search (CTranslate2): of a batch's
-    hypotheses (a beam of at least decode.glossary_beam, all kept), the best that holds
-    every term wins. Where none does, the best hypothesis takes its first missing term at
-    each place in turn (a target prefix: its first tokens, then the term's), the engine
-    finishes each, scores each whole (log P / GNMT's length penalty, as our search ranks),
-    and the best that holds the most terms is the next to take one, until every term is in
-    or no place adds one. A term is not put after a mark that ends a sentence (。？！), as
-    the constrained search does not end one before its terms."""
+class TermPlacement:
+    """The glossary's terms written into the translations that miss them, on any engine,
+    the model choosing where and writing what follows. For a translation's first missing
+    term: one teacher-forced pass over it gives, at each of its places, how much more the
+    model expects the term's first token there than the token it wrote (the place where
+    the model wrote its own word for the term, where it wrote one); the engine then
+    searches again from the translation up to the likeliest place followed by the term,
+    so that the model writes the rest afresh and need not write its own word as well. A
+    term is not put after a mark that ends the sentence (。？！). Where what the engine
+    writes loses a term the translation held, the term goes in at that place with the
+    rest as it was (its score NaN). Then the next missing term, until none is."""
 
-    def __init__(self, policy: TermPolicy, sources, batch: SearchBatch, limits, decode_cfg):
-        self.policy, self.sources, self.batch = policy, sources, batch
-        self.limits, self.decode_cfg = limits, decode_cfg
-        self.engine: Completing = policy.engine  # type: ignore[assignment]
-        self.terms = dict(zip(batch.rows, batch.terms, strict=True))
+    def __init__(self, policy: TermPolicy, sources, never: Sequence[list[int]], decode_cfg):
+        self.policy, self.sources, self.never, self.decode_cfg = policy, sources, never, decode_cfg
+        self.engine: Placing = policy.engine  # type: ignore[assignment]
+        self.ends = sentence_ends(self.engine.tgt_tok)
+        lengths = [len(source) for source in sources]
+        self.limits = output_limits(lengths, decode_cfg, self.engine.max_positions).tolist()
+
+    def run(self, outputs: Found, ids: Sequence[list[list[int]]]) -> None:
+        """The sources of `outputs` whose best translation misses one of its terms (`ids`)
+        made to hold them."""
         tgt = self.engine.tgt_tok
-        self.chinese = {i: [tgt.decode(t) for t in terms] for i, terms in self.terms.items()}
+        self.terms, self.chinese = ids, [[tgt.decode(t) for t in terms] for terms in ids]
+        todo = [i for i, found in enumerate(outputs) if ids[i] and self.missing(i, best(found))]
+        while todo:
+            todo = self.place(todo, outputs)
 
     def missing(self, row: int, ids: list[int]) -> list[int]:
         """The indices of `row`'s terms that the output `ids` does not hold."""
         chinese = self.chinese[row]
         return [chinese.index(term) for term in self.policy.missing(chinese, ids)]
 
-    def run(self, outputs: Found, keep: int) -> None:
-        """Each row's hypotheses, in `outputs`, made to hold its terms; `keep` of them."""
-        todo = {}
-        for i in self.batch.rows:
-            found = sorted(outputs[i], key=lambda h: len(self.missing(i, h[0])))  # stable
-            outputs[i] = found[:keep]
-            if found and self.missing(i, found[0][0]):
-                todo[i] = found[0][0]
-        while todo:
-            todo = self.insert(todo, outputs, keep)
-
-    def insert(self, bases: dict[int, list[int]], outputs: Found, keep: int):
-        """One round: each row's first missing term at every place of its base; returns
-        the rows that still miss a term, with their new base."""
-        rows, prefixes = [], []
-        room = self.engine.max_positions - 1  # what a prefix and its ending may take
-        ends = sentence_ends(self.engine.tgt_tok)
-        for i, base in bases.items():
-            term = self.terms[i][self.missing(i, base)[0]]
-            for place in range(min(len(base), room - len(term)) + 1):
-                if place and base[place - 1] in ends:  # not after the sentence: "…。显卡"
-                    continue
-                rows.append(i)
-                prefixes.append(base[:place] + term)
-        if not rows:
-            return {}
-        finished = self.engine.complete(
-            self.sources, rows, prefixes, self.batch.never, self.limits, self.decode_cfg
-        )
-        logp = self.engine.log_probability(self.sources, rows, finished)
-        alpha = self.decode_cfg.length_penalty
-        by_row: dict[int, list[Scored]] = {i: [] for i in bases}
-        for i, ids, total in zip(rows, finished, logp, strict=True):
-            by_row[i].append((ids, total / length_penalty(len(ids) + 1, alpha)))
-        todo = {}
-        for i, found in by_row.items():
-            if not found:  # the term does not fit in the model's positions
-                continue
-            found.sort(key=lambda h: (len(self.missing(i, h[0])), -h[1]))
-            outputs[i] = found[:keep]
-            left = len(self.missing(i, found[0][0]))
-            if left and left < len(self.missing(i, bases[i])):
-                todo[i] = found[0][0]
+    def place(self, rows: list[int], outputs: Found) -> list[int]:
+        """One round: each row's first missing term placed; returns the rows that still
+        miss one (and may gain one more)."""
+        bases = {i: best(outputs[i]) for i in rows}
+        terms = {i: self.terms[i][self.missing(i, bases[i])[0]] for i in rows}
+        places = self.likeliest(bases, terms)
+        prefixes = {i: bases[i][: places[i]] + terms[i] for i in rows}
+        completed = self.completed(prefixes)
+        todo = []
+        for i in rows:
+            before = len(self.missing(i, bases[i]))
+            found = [h for h in completed[i] if len(self.missing(i, h[0])) < before]
+            if not found:  # the search lost a term: the term put in, the rest kept
+                inserted = prefixes[i] + bases[i][places[i] :]
+                found = [(inserted[: self.engine.max_positions - 1], float("nan"))]
+            found.sort(key=lambda h: len(self.missing(i, h[0])))  # stable: best first
+            outputs[i] = found
+            if 0 < len(self.missing(i, found[0][0])) < before:
+                todo.append(i)
         return todo
+
+    def likeliest(self, bases: dict[int, list[int]], terms: dict[int, list[int]]):
+        """Each row's place for its term: where the model most expects the term's first
+        token over what it wrote, not after a mark that ends the sentence."""
+        rows = list(bases)
+        expected: list[list[float]] = []
+        for at in range(0, len(rows), PLACED_AT_ONCE):
+            part = rows[at : at + PLACED_AT_ONCE]
+            outputs, tokens = [bases[i] for i in part], [terms[i][0] for i in part]
+            expected += self.engine.expected(self.sources, part, outputs, tokens)
+        places = {}
+        for i, gain in zip(rows, expected, strict=True):
+            base = bases[i]
+            open_ = [p for p in range(len(base) + 1) if not (p and base[p - 1] in self.ends)]
+            places[i] = max(open_, key=lambda p: gain[p])  # the first of equals
+        return places
+
+    def completed(self, prefixes: dict[int, list[int]]) -> dict[int, list[Scored]]:
+        """Each row's hypotheses that start with its prefix, searched as decode_cfg asks;
+        the rows whose outputs may not write digits apart from the others."""
+        found: dict[int, list[Scored]] = {}
+        for never in {tuple(self.never[i]) for i in prefixes}:
+            rows = [i for i in prefixes if tuple(self.never[i]) == never]
+            hypotheses = self.engine.complete(
+                self.sources, rows, [prefixes[i] for i in rows], list(never), self.limits,
+                self.decode_cfg,
+            )  # fmt: skip
+            found.update(zip(rows, hypotheses, strict=True))
+        return found
+
+
+PLACED_AT_ONCE = 256  # translations one teacher-forced pass takes
+
+
+def best(found: list[Scored]) -> list[int]:
+    """The ids of the best of a source's hypotheses (none: the empty output)."""
+    return found[0][0] if found else []
 
 
 def missing_terms(terms: Sequence[str], text: str) -> list[str]:

@@ -1,7 +1,7 @@
 """Our PyTorch model as the engine (engine.py's `Engine`): a checkpoint loaded once (model,
 tokenizers, config), searched batch by batch as search.py searches, in the precision
-`decode.precision` chooses (precision.py). Terms go into the search itself: a batch with
-terms is searched by the constrained beam search (constraints.py)."""
+`decode.precision` chooses (precision.py); `expected` and `complete` are what terms.py's
+term placement asks of it."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import platform
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
 from translator.config import Config, DecodeConfig, from_dict
 from translator.data import known_words
-from translator.data.batching import pad
-from translator.data.glossary import sentence_ends
-from translator.data.tokenizer import Tokenizer, load_tokenizer
+from translator.data.batching import pad, padding_mask
+from translator.data.tokenizer import BOS, EOS, Tokenizer, load_tokenizer
 from translator.inference import precision as precisions
-from translator.inference.constraints import PackedTerms
 from translator.inference.engine import About, Found, SearchBatch, Sources, output_limits
 from translator.inference.search import search
 from translator.model.checkpoint import load as load_checkpoint
@@ -27,8 +26,6 @@ from translator.model.transformer import Transformer
 
 class TorchEngine:
     """Our model as the engine."""
-
-    constrains = True  # the constrained beam search keeps a batch's terms
 
     def __init__(
         self,
@@ -85,20 +82,53 @@ class TorchEngine:
         was_training = self.model.training
         self.model.eval()
         outputs: Found = [[] for _ in sources]
-        for rows, never, terms in batches:
+        for rows, never in batches:
             src = pad([sources[i] for i in rows]).to(self.device)
             lengths = [len(sources[i]) for i in rows]
             max_lens = output_limits(lengths, decode_cfg, self.max_positions)
-            packed = None
-            if terms is not None:
-                vocab = self.tgt_tok.get_piece_size()
-                ends = sentence_ends(self.tgt_tok)
-                packed = PackedTerms.of(terms, vocab, ends, self.device)
-            found = search(self.model, src, max_lens, decode_cfg, generator, never, packed)
+            found = search(self.model, src, max_lens, decode_cfg, generator, never)
             for i, hypotheses in zip(rows, found, strict=True):
                 outputs[i] = hypotheses
         self.model.train(was_training)
         return outputs
+
+    def complete(self, sources: Sources, rows, prefixes, never, limits, decode_cfg) -> Found:
+        """The hypotheses of the source of each of `rows` that start with its prefix (target
+        ids), searched as `decode_cfg` asks, of at most its limit or its prefix's length
+        and one more."""
+        self.model.eval()
+        found: Found = []
+        size = self.batch_size(decode_cfg)
+        for at in range(0, len(rows), size):
+            part, starts = rows[at : at + size], list(prefixes[at : at + size])
+            src = pad([sources[i] for i in part]).to(self.device)
+            most = [max(limits[i], len(p) + 1) for i, p in zip(part, starts, strict=True)]
+            max_lens = torch.tensor(most).clamp(max=self.max_positions - 1)
+            found += search(self.model, src, max_lens, decode_cfg, None, never, starts)
+        return found
+
+    @torch.inference_mode()
+    def expected(
+        self, sources: Sources, rows: Sequence[int], outputs: Sequence[list[int]], tokens
+    ) -> list[list[float]]:
+        """How much more the model expects `tokens[k]` than what output `k` wrote, at each
+        of its places: log P(token) − log P(written) before its first id, …, before its
+        EOS (len + 1 values). One teacher-forced pass, each distinct source encoded once."""
+        distinct = sorted(set(rows))
+        where = torch.tensor([distinct.index(i) for i in rows], device=self.device)
+        src = pad([sources[i] for i in distinct]).to(self.device)
+        mask = padding_mask(src)
+        memory = self.model.encode(src, mask).index_select(0, where)
+        mask = mask.index_select(0, where)
+        target = pad([np.asarray([*ids, EOS]) for ids in outputs]).to(self.device)
+        given = torch.cat([torch.full_like(target[:, :1], BOS), target[:, :-1]], dim=1)
+        logits, _ = self.model.decode(given, self.model.start_decoding(memory, mask))
+        logits = logits.float()
+        token = torch.tensor(list(tokens), device=self.device)[:, None, None]
+        gain = logits.gather(2, token.expand(-1, logits.size(1), 1)) - logits.gather(
+            2, target[:, :, None]
+        )  # the softmax's normaliser cancels
+        return [gain[k, : len(ids) + 1, 0].tolist() for k, ids in enumerate(outputs)]
 
 
 def for_decoding(model: Transformer, decode_cfg: DecodeConfig, chosen: str = "fp32") -> Transformer:
