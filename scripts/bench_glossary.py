@@ -2,19 +2,27 @@
 decoding without (docs/performance.md#glossaries).
 
     python scripts/bench_glossary.py -c configs/tatoeba-cpu.toml \\
-        --checkpoint runs/tatoeba-cpu/checkpoints/average5.pt --terms terms.test.tsv
+        --checkpoint runs/tatoeba-cpu/checkpoints/average5.pt \\
+        --terms terms.test.tsv --terms disagree/glossary.tsv
 
 1. Load: a generated glossary of --entries (1,000,000) entries, loaded in a fresh process:
    seconds (best of --repeats) and the process's peak resident memory, beside an empty
    process's (the glossary's own share is the difference).
-2. Decode: the config's test split, in a fresh process for each beam (scripts/common.py
-   `alone`), the ways taken in turn for --repeats (9) rounds (median): without a glossary;
-   with a 10,000-entry one that matches nothing (what matching costs; its outputs must
-   equal those without, and are compared); with a 10,000-entry one holding the --terms
-   glossary's entries (what keeping its terms costs: the sentences whose translation
-   misses one are searched again with constraints). Each at the config's beam and
-   greedy. Ratios are sentences/s with the glossary ÷ without; the last line lists them
-   as `ratios: load_s=… absent=… terms=… absent_greedy=… terms_greedy=…`.
+2. Decode: the whole `translate` of the config's test split, on each engine (ours, and
+   CTranslate2 where the checkpoint's export lies beside it) in the config's precision,
+   in a fresh process for each engine and beam (scripts/common.py `alone`), the ways
+   taken in turn for --repeats (9) rounds (median): without a glossary; with a
+   10,000-entry one that matches nothing (what matching costs; its outputs must equal
+   those without, and are compared); with a 10,000-entry one holding the entries of the
+   --terms glossaries (the first's where two give one English; what keeping its terms
+   costs: the translations that miss one are edited, inference/terms.py). Each at the
+   config's beam and greedy. Ratios are sentences/s with the glossary ÷ without.
+3. The whole `translate`: `translator translate -i TEST -o OUT` as a user runs it, a
+   fresh process each time (start-up, loading the model and the glossary, translating,
+   writing), without a glossary and with the 10,000-entry one holding the --terms
+   entries taken in turn for --repeats rounds (median), on each engine and beam.
+The last line lists the ratios as `ratios: load_s=… torch_absent_beam5=…
+torch_terms_beam5=… … whole_torch_beam5=… …`.
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import argparse
 import dataclasses
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import alone, load_config
+from common import alone, config_home, load_config, translator_command
 
 from translator.data.glossary import Glossary
 
@@ -57,22 +66,25 @@ def empty_process() -> float:
     return peak_mb()
 
 
-def decode(config_file: str, overrides: list[str], checkpoint: str, glossaries: list[str | None],
-           beam: int, repeats: int) -> list[tuple[float, list[str]]]:  # fmt: skip
-    """For each of `glossaries` (None: without one), the median seconds to translate the
-    test split and the translations: in one process, the ways taken in turn, `repeats`
-    rounds, so that what varies from one process to the next (up to a fifth of the speed
-    here) is the same for all of them."""
+def decode(config_file: str, overrides: list[str], checkpoint: str, engine_name: str,
+           glossaries: list[str | None], beam: int, repeats: int):  # fmt: skip
+    """The engine's line, and for each of `glossaries` (None: without one), the median
+    seconds to translate the test split and the translations: in one process, the ways
+    taken in turn, `repeats` rounds, so that what varies from one process to the next (up
+    to a fifth of the speed here) is the same for all of them."""
     import torch
 
     from translator.data.layout import read_references
+    from translator.inference.factory import beside
     from translator.inference.text import Translator
 
     config = load_config(config_file, overrides)
     sources, _ = read_references(config.data.dir, "test")
-    decode = dataclasses.replace(config.decode, precision="fp32")  # the figures measured
-    engine = Translator.from_checkpoint(checkpoint, torch.device("cpu"), decode, engine="torch")
-    engine = engine.with_decode(beam=beam)
+    exported = str(beside(Path(checkpoint))) if engine_name == "ctranslate2" else ""
+    decode = dataclasses.replace(config.decode, model_dir=exported)
+    engine = Translator.from_checkpoint(
+        checkpoint, torch.device("cpu"), decode, engine=engine_name
+    ).with_decode(beam=beam)
     loaded = [Glossary.load(path) if path else None for path in glossaries]
     for glossary in loaded:
         engine.translate(sources[:64], split=False, glossary=glossary)  # warmed up
@@ -83,7 +95,55 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, glossaries: 
             start = time.perf_counter()
             outputs[i] = engine.translate(sources, split=False, glossary=glossary)
             times[i].append(time.perf_counter() - start)
-    return [(statistics.median(t), out) for t, out in zip(times, outputs, strict=True)]
+    medians = [(statistics.median(t), out) for t, out in zip(times, outputs, strict=True)]
+    return engine.engine_line, medians
+
+
+def engines(checkpoint: Path) -> list[str]:
+    """Ours, and CTranslate2 where the checkpoint's export lies beside it."""
+    import importlib.util
+
+    from translator.inference.factory import beside
+
+    exported = beside(checkpoint).is_dir() and importlib.util.find_spec("ctranslate2")
+    return ["torch", "ctranslate2"] if exported else ["torch"]
+
+
+def whole(args, engine_name: str, beam: int, glossary: Path, tmp: Path) -> tuple[float, float]:
+    """Median seconds of the whole `translate` of the test split (a fresh process each
+    time), without the glossary and with it, taken in turn for --repeats rounds."""
+    from translator.data.layout import read_references
+    from translator.inference.factory import beside
+
+    config = load_config(args.config, args.set)
+    sources, _ = read_references(config.data.dir, "test")
+    given = tmp / "test.en"
+    given.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+    checkpoint = Path(args.checkpoint).resolve()
+    command = translator_command(
+        "translate", "-c", str(Path(args.config).resolve()), "--checkpoint", str(checkpoint),
+        "--engine", engine_name, "--beam", str(beam), "-i", str(given), "-o", str(tmp / "out"),
+        *(["--model", str(beside(checkpoint))] if engine_name == "ctranslate2" else []),
+        *[f"--set={value}" for value in args.set],
+    )  # fmt: skip
+    ways = [command, [*command, "--glossary", str(glossary)]]
+    times: list[list[float]] = [[], []]
+    for _ in range(args.repeats):
+        for way, took in zip(ways, times, strict=True):
+            start = time.perf_counter()
+            subprocess.run(way, cwd=config_home(args.config), check=True, capture_output=True)
+            took.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def matched_share(config, entries: dict[str, str]) -> tuple[int, int]:
+    """How many of the test split's sentences the entries match, of how many."""
+    from translator.data.layout import read_references
+    from translator.data.spans import ranges
+
+    sources, _ = read_references(config.data.dir, "test")
+    glossary = Glossary(entries)
+    return sum(1 for s in sources if glossary.find(s, ranges(s))), len(sources)
 
 
 def main() -> int:
@@ -91,12 +151,17 @@ def main() -> int:
     parser.add_argument("-c", "--config", required=True)
     parser.add_argument("--set", action="append", default=[], help="a config override")
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--terms", required=True, help="a terminology test (term_test.py)")
+    parser.add_argument(
+        "--terms", required=True, action="append",
+        help="a terminology test's glossary (term_test.py; repeatable)",
+    )  # fmt: skip
     parser.add_argument("--entries", type=int, default=1_000_000, help="of the load test")
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
     config = load_config(args.config, args.set)
-    terms = Glossary.load(args.terms).entries
+    terms: dict[str, str] = {}
+    for path in args.terms:
+        terms = Glossary.load(path).entries | terms  # the first file's entry wins
     with tempfile.TemporaryDirectory() as tmp:
         big = generated(Path(tmp) / "big.tsv", args.entries)
         loads = [alone(load_once, str(big)) for _ in range(args.repeats)]
@@ -107,24 +172,35 @@ def main() -> int:
         absent = generated(Path(tmp) / "absent.tsv", 10_000)
         with_terms = generated(Path(tmp) / "terms.tsv", 10_000 - len(terms), terms)
         ratios = {"load_s": round(seconds, 2)}
-        print(f"\n{'decoding the test split':44} {'beam':>4} {'sent/s':>7} {'ratio':>6}")
-        for beam in dict.fromkeys((config.decode.beam, 1)):
-            ways = [None, str(absent), str(with_terms)]
-            (plain, before), *others = alone(
-                decode, args.config, args.set, args.checkpoint, ways, beam, args.repeats
-            )
-            n = len(before)
-            print(f"{'no glossary':44} {beam:4} {n / plain:7.1f} {1:6.2f}")
-            for name, (took, after) in zip(("absent", "terms"), others, strict=True):
-                if name == "absent":
-                    same = sum(a == b for a, b in zip(before, after, strict=True))
-                    print(f"  (outputs identical to no glossary's: {same} of {n})")
-                held = "none in the text" if name == "absent" else "the terms test's"
-                label = f"10,000 entries, {held}"
-                print(f"{label:44} {beam:4} {n / took:7.1f} {plain / took:6.2f}")
-                ratios[name + ("" if beam == config.decode.beam else "_greedy")] = round(
-                    plain / took, 2
+        held, total = matched_share(config, terms)
+        print(f"\nthe --terms entries ({len(terms):,}) match {held:,} of the {total:,} test "
+              f"sentences ({held / total:.0%})")  # fmt: skip
+        for name in engines(Path(args.checkpoint)):
+            for beam in dict.fromkeys((config.decode.beam, 1)):
+                ways = [None, str(absent), str(with_terms)]
+                line, ((plain, before), *others) = alone(
+                    decode, args.config, args.set, args.checkpoint, name, ways, beam, args.repeats
                 )
+                n = len(before)
+                print(f"\n{line}")
+                print(f"{'decoding the test split':44} {'beam':>4} {'sent/s':>7} {'ratio':>6}")
+                print(f"{'no glossary':44} {beam:4} {n / plain:7.1f} {1:6.2f}")
+                for way, (took, after) in zip(("absent", "terms"), others, strict=True):
+                    if way == "absent":
+                        same = sum(a == b for a, b in zip(before, after, strict=True))
+                        print(f"  (outputs identical to no glossary's: {same} of {n})")
+                    label = "10,000 entries, " + (
+                        "none in the text" if way == "absent" else "the --terms entries"
+                    )
+                    print(f"{label:44} {beam:4} {n / took:7.1f} {plain / took:6.2f}")
+                    ratios[f"{name}_{way}_beam{beam}"] = round(plain / took, 2)
+        print(f"\n{'the whole translate (a fresh process)':40} {'beam':>4} {'none s':>7} "
+              f"{'with s':>7} {'ratio':>6}")  # fmt: skip
+        for name in engines(Path(args.checkpoint)):
+            for beam in dict.fromkeys((config.decode.beam, 1)):
+                plain, took = whole(args, name, beam, with_terms, Path(tmp))
+                print(f"{name:40} {beam:4} {plain:7.2f} {took:7.2f} {plain / took:6.2f}")
+                ratios[f"whole_{name}_beam{beam}"] = round(plain / took, 2)
     print("ratios: " + " ".join(f"{k}={v}" for k, v in ratios.items()))
     return 0
 
