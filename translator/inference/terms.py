@@ -227,7 +227,9 @@ class TermPlacement:
         for i, gain in zip(rows, expected, strict=True):
             base = bases[i]
             open_ = [p for p in range(len(base) + 1) if not (p and base[p - 1] in self.ends)]
-            places[i] = max(open_, key=lambda p: gain[p])  # the first of equals
+            # the first of equals; a place past what the engine scored (it stops at the
+            # model's positions) last
+            places[i] = max(open_, key=lambda p: gain[p] if p < len(gain) else float("-inf"))
         return places
 
     def completed(self, prefixes: dict[int, list[int]]) -> dict[int, list[Scored]]:
