@@ -5,6 +5,7 @@ a test set, as users type it, with a glossary)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -193,9 +194,17 @@ def rendered(lines: list[str], results: list) -> list[str]:
     if not results or isinstance(results[0], str):
         return results
     return [
-        json.dumps({"source": line, "hypotheses": [h._asdict() for h in found]}, ensure_ascii=False)
+        json.dumps({"source": line, "hypotheses": [_fields(h) for h in found]}, ensure_ascii=False)
         for line, found in zip(lines, results, strict=True)
     ]
+
+
+def _fields(hypothesis) -> dict:
+    """A hypothesis as JSON fields; a score that was not computed (NaN) as null."""
+    fields = hypothesis._asdict()
+    if math.isnan(fields["score"]):
+        fields["score"] = None
+    return fields
 
 
 def translate_stdin(translator, output: Path | None, interactive: bool) -> None:

@@ -1,4 +1,4 @@
 """Translating text: `Translator`, the text path over any engine (text.py), the glossary and
 names as one policy (terms.py), the engine protocol (engine.py), our engine with its search
-(torch_engine.py, search.py, constraints.py) and CTranslate2's (ct2_engine.py), the factory
+(torch_engine.py, search.py) and CTranslate2's (ct2_engine.py), the factory
 that opens one (factory.py), and streaming input."""

@@ -194,7 +194,7 @@ class CTranslate2Engine:
             for k, result in zip(part, results, strict=True):
                 ids = outputs[k]
                 steps = result.result().logits[0][: len(ids) + 1]
-                logits = np.stack([np.asarray(step) for step in steps])
+                logits = np.stack([_on_cpu(step) for step in steps])
                 written = logits[np.arange(len(steps)), [*ids, EOS][: len(steps)]]
                 found[k] = (logits[:, tokens[k]] - written).tolist()  # the normaliser cancels
         return found
@@ -252,6 +252,13 @@ class CTranslate2Engine:
             suppress_sequences=[[piece(i)] for i in never if i != UNK],
             asynchronous=True,
         )
+
+
+def _on_cpu(view) -> np.ndarray:
+    """A StorageView of logits as a float32 array on the CPU, whatever its device and type."""
+    ctranslate2 = require_ctranslate2()
+    view = view.to(ctranslate2.DataType.float32)
+    return np.asarray(view.to_device(ctranslate2.Device.cpu))
 
 
 def _hypotheses(result) -> list[tuple[list[str], float]]:

@@ -416,6 +416,8 @@ def search(
     sentence), each hypothesis starts with its sentence's."""
     selection = selection_for(decode_cfg, generator)
     if prefixes is not None:
+        if decode_cfg.sample:
+            raise ValueError("a search from prefixes does not sample")
         longest = max(map(len, prefixes), default=0) or 1
         padded = torch.full((len(prefixes), longest), -1, dtype=torch.long, device=src.device)
         for row, prefix in enumerate(prefixes):

@@ -116,8 +116,8 @@ class TermPolicy:
         decode_cfg: DecodeConfig,
     ) -> Found:
         """Each source's hypotheses, holding its `terms` (Chinese): the sources searched as
-        without a glossary, and those whose best translation misses a term searched again
-        with them. `guarded`: the sources whose outputs may not write digits."""
+        without a glossary, and the terms a best translation misses placed in it
+        (`TermPlacement`). `guarded`: the sources whose outputs may not write digits."""
         ids = [[found for c in chinese if (found := self.term_ids(c))] for chinese in terms]
         size = self.engine.batch_size(decode_cfg)
         found = self.engine.search(
@@ -168,7 +168,8 @@ class TermPlacement:
     the model wrote its own word for the term, where it wrote one); the engine then
     searches again from the translation up to the likeliest place followed by the term,
     so that the model writes the rest afresh and need not write its own word as well. A
-    term is not put after a mark that ends the sentence (。？！). Where what the engine
+    term is not put after a mark that ends the sentence (。？！), nor inside a term the
+    translation holds. Where what the engine
     writes loses a term the translation held, the term goes in at that place with the
     rest as it was (its score NaN). Then the next missing term, until none is."""
 
@@ -205,9 +206,11 @@ class TermPlacement:
         for i in rows:
             before = len(self.missing(i, bases[i]))
             found = [h for h in completed[i] if len(self.missing(i, h[0])) < before]
-            if not found:  # the search lost a term: the term put in, the rest kept
-                inserted = prefixes[i] + bases[i][places[i] :]
-                found = [(inserted[: self.engine.max_positions - 1], float("nan"))]
+            inserted = prefixes[i] + bases[i][places[i] :]
+            if not found and len(inserted) < self.engine.max_positions:
+                found = [(inserted, float("nan"))]  # the search lost a term: the rest kept
+            if not found or len(self.missing(i, found[0][0])) >= before:
+                continue  # the term does not fit in the model's positions
             found.sort(key=lambda h: len(self.missing(i, h[0])))  # stable: best first
             outputs[i] = found
             if 0 < len(self.missing(i, found[0][0])) < before:
@@ -225,12 +228,21 @@ class TermPlacement:
             expected += self.engine.expected(self.sources, part, outputs, tokens)
         places = {}
         for i, gain in zip(rows, expected, strict=True):
-            base = bases[i]
-            open_ = [p for p in range(len(base) + 1) if not (p and base[p - 1] in self.ends)]
+            open_ = self.open_places(i, bases[i], terms[i])
             # the first of equals; a place past what the engine scored (it stops at the
             # model's positions) last
             places[i] = max(open_, key=lambda p: gain[p] if p < len(gain) else float("-inf"))
         return places
+
+    def open_places(self, row: int, base: list[int], term: list[int]) -> list[int]:
+        """The places of `base` where `term` may go: not after a mark that ends the
+        sentence, nor inside a term `base` holds (there it would break that term)."""
+        before = len(self.missing(row, base))
+        places = [p for p in range(len(base) + 1) if not (p and base[p - 1] in self.ends)]
+        if before == len(self.terms[row]):  # it holds none to break
+            return places
+        whole = [p for p in places if len(self.missing(row, base[:p] + term + base[p:])) < before]
+        return whole or places
 
     def completed(self, prefixes: dict[int, list[int]]) -> dict[int, list[Scored]]:
         """Each row's hypotheses that start with its prefix, searched as decode_cfg asks;
@@ -246,7 +258,7 @@ class TermPlacement:
         return found
 
 
-PLACED_AT_ONCE = 256  # translations one teacher-forced pass takes
+PLACED_AT_ONCE = 64  # translations one pass takes (CTranslate2 returns each step's logits)
 
 
 def best(found: list[Scored]) -> list[int]:

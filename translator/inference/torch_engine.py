@@ -94,17 +94,19 @@ class TorchEngine:
 
     def complete(self, sources: Sources, rows, prefixes, never, limits, decode_cfg) -> Found:
         """The hypotheses of the source of each of `rows` that start with its prefix (target
-        ids), searched as `decode_cfg` asks, of at most its limit or its prefix's length
-        and one more."""
+        ids), searched as `decode_cfg` asks, each of at most its limit, or its prefix's
+        length where that is longer (as CTranslate2's)."""
+        was_training = self.model.training
         self.model.eval()
         found: Found = []
         size = self.batch_size(decode_cfg)
         for at in range(0, len(rows), size):
             part, starts = rows[at : at + size], list(prefixes[at : at + size])
             src = pad([sources[i] for i in part]).to(self.device)
-            most = [max(limits[i], len(p) + 1) for i, p in zip(part, starts, strict=True)]
+            most = [max(limits[i], len(p)) for i, p in zip(part, starts, strict=True)]
             max_lens = torch.tensor(most).clamp(max=self.max_positions - 1)
             found += search(self.model, src, max_lens, decode_cfg, None, never, starts)
+        self.model.train(was_training)
         return found
 
     @torch.inference_mode()
@@ -122,12 +124,13 @@ class TorchEngine:
         mask = mask.index_select(0, where)
         target = pad([np.asarray([*ids, EOS]) for ids in outputs]).to(self.device)
         given = torch.cat([torch.full_like(target[:, :1], BOS), target[:, :-1]], dim=1)
+        was_training = self.model.training
+        self.model.eval()
         logits, _ = self.model.decode(given, self.model.start_decoding(memory, mask))
-        logits = logits.float()
+        self.model.train(was_training)
         token = torch.tensor(list(tokens), device=self.device)[:, None, None]
-        gain = logits.gather(2, token.expand(-1, logits.size(1), 1)) - logits.gather(
-            2, target[:, :, None]
-        )  # the softmax's normaliser cancels
+        wanted = logits.gather(2, token.expand(-1, logits.size(1), 1)).float()
+        gain = wanted - logits.gather(2, target[:, :, None]).float()  # the normaliser cancels
         return [gain[k, : len(ids) + 1, 0].tolist() for k, ids in enumerate(outputs)]
 
 
