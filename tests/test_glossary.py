@@ -219,3 +219,18 @@ def test_a_term_for_which_the_model_has_its_own_word_is_written_once():
     for before, after in zip(plain, forced, strict=True):
         assert after.count("书本") == 1 and "书" not in after.replace("书本", "")
         assert after.startswith(before[: before.index("书")] + "书本")  # where 书 was
+
+
+def test_nbest_json_writes_a_score_that_was_not_computed_as_null():
+    """A placed term's fallback (the term put in, the rest kept) has no score: --nbest's
+    JSON says null there, never the NaN that JSON does not allow."""
+    import json
+
+    from translator.cli.translating import rendered
+    from translator.inference.hypothesis import Hypothesis
+
+    found = [
+        [Hypothesis("我的显卡", float("nan"), (), (), ()), Hypothesis("显卡", -1.5, (), (), ())]
+    ]
+    line = json.loads(rendered(["My GPU"], found)[0])
+    assert [h["score"] for h in line["hypotheses"]] == [None, -1.5]
