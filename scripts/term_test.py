@@ -82,16 +82,12 @@ def vet(sources, references, terms: dict[str, set[str]], candidates: set[str]):
     """The `candidates` the sentences hold, each with the Chinese of the dictionary's that
     every one of its sentences' references holds (the most often held, then the longest,
     where several are); counts of the rest."""
-    finder = Glossary({english: english for english in candidates})
-    found: dict[str, set[int]] = defaultdict(set)  # term → the sentences holding it
-    for i, source in enumerate(sources):
-        for match in finder.find(source, ranges(source)):
-            found[match.chinese].add(i)
+    found = holding(sources, candidates)  # term → the sentences holding it
     glossary, counts = {}, Counter(candidates=len(found))
-    for english, holding in found.items():
+    for english, sentences in found.items():
         votes = Counter(
             chinese
-            for i in holding
+            for i in sentences
             for chinese in terms[english]
             if any(chinese in reference for reference in references[i])
         )
@@ -99,7 +95,7 @@ def vet(sources, references, terms: dict[str, set[str]], candidates: set[str]):
             counts["no reference holds a dictionary translation"] += 1
             continue
         chinese = max(sorted(votes), key=lambda c: (votes[c], len(c)))
-        if votes[chinese] < len(holding):
+        if votes[chinese] < len(sentences):
             counts["the references disagree"] += 1
             continue
         glossary[english] = chinese

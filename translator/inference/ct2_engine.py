@@ -159,7 +159,7 @@ class CTranslate2Engine:
 
         keep = max(decode_cfg.nbest, 1)
         found: Found = [[] for _ in rows]
-        for part, results in self._chunked(sources, rows, decode_cfg, submit):
+        for part, results in self._chunked(sources, rows, self.batch_size(decode_cfg), submit):
             for k, result in zip(part, results, strict=True):
                 most = max(limits[rows[k]], len(prefixes[k]))
                 found[k] = [
@@ -190,23 +190,29 @@ class CTranslate2Engine:
             )
 
         found: list[list[float]] = [[] for _ in rows]
-        for part, results in self._chunked(sources, rows, DecodeConfig(), submit):
+        for part, results in self._chunked(sources, rows, SHARED_BATCH, submit):
             for k, result in zip(part, results, strict=True):
                 ids = outputs[k]
                 steps = result.result().logits[0][: len(ids) + 1]
-                logits = np.stack([_on_cpu(step) for step in steps])
+                logits = np.stack([self._on_cpu(step) for step in steps])
                 written = logits[np.arange(len(steps)), [*ids, EOS][: len(steps)]]
                 found[k] = (logits[:, tokens[k]] - written).tolist()  # the normaliser cancels
         return found
 
-    def _chunked(self, sources, rows: Sequence[int], decode_cfg: DecodeConfig, submit):
-        """`rows` (indices of `sources`) sorted by length, in batches that `submit(rows,
-        positions)` starts at once; each batch's positions in `rows` and its results."""
+    def _chunked(self, sources, rows: Sequence[int], size: int, submit):
+        """`rows` (indices of `sources`) sorted by length, in batches of `size` that
+        `submit(rows, positions)` starts at once; each batch's positions in `rows` and its
+        results."""
         order = sorted(range(len(rows)), key=lambda k: len(sources[rows[k]]))
-        size = self.batch_size(decode_cfg)
         parts = [order[at : at + size] for at in range(0, len(order), size)]
         pending = [submit([rows[k] for k in part], part) for part in parts]
         return zip(parts, pending, strict=True)
+
+    def _on_cpu(self, view) -> np.ndarray:
+        """A StorageView of logits as a float32 array on the CPU, whatever its device and
+        type."""
+        view = view.to(self.ctranslate2.DataType.float32)
+        return np.asarray(view.to_device(self.ctranslate2.Device.cpu))
 
     def _submit(
         self,
@@ -252,13 +258,6 @@ class CTranslate2Engine:
             suppress_sequences=[[piece(i)] for i in never if i != UNK],
             asynchronous=True,
         )
-
-
-def _on_cpu(view) -> np.ndarray:
-    """A StorageView of logits as a float32 array on the CPU, whatever its device and type."""
-    ctranslate2 = require_ctranslate2()
-    view = view.to(ctranslate2.DataType.float32)
-    return np.asarray(view.to_device(ctranslate2.Device.cpu))
 
 
 def _hypotheses(result) -> list[tuple[list[str], float]]:

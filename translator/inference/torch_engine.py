@@ -116,22 +116,22 @@ class TorchEngine:
         """How much more the model expects `tokens[k]` than what output `k` wrote, at each
         of its places: log P(token) − log P(written) before its first id, …, before its
         EOS (len + 1 values). One teacher-forced pass, each distinct source encoded once."""
-        distinct = sorted(set(rows))
-        where = torch.tensor([distinct.index(i) for i in rows], device=self.device)
+        distinct = {i: n for n, i in enumerate(dict.fromkeys(rows))}
+        where = torch.tensor([distinct[i] for i in rows], device=self.device)
         src = pad([sources[i] for i in distinct]).to(self.device)
-        mask = padding_mask(src)
-        memory = self.model.encode(src, mask).index_select(0, where)
-        mask = mask.index_select(0, where)
         target = pad([np.asarray([*ids, EOS]) for ids in outputs]).to(self.device)
         given = torch.cat([torch.full_like(target[:, :1], BOS), target[:, :-1]], dim=1)
         was_training = self.model.training
         self.model.eval()
+        mask = padding_mask(src)
+        memory = self.model.encode(src, mask).index_select(0, where)
+        mask = mask.index_select(0, where)
         logits, _ = self.model.decode(given, self.model.start_decoding(memory, mask))
         self.model.train(was_training)
         token = torch.tensor(list(tokens), device=self.device)[:, None, None]
         wanted = logits.gather(2, token.expand(-1, logits.size(1), 1)).float()
-        gain = wanted - logits.gather(2, target[:, :, None]).float()  # the normaliser cancels
-        return [gain[k, : len(ids) + 1, 0].tolist() for k, ids in enumerate(outputs)]
+        gain = (wanted - logits.gather(2, target[:, :, None]).float())[:, :, 0].tolist()
+        return [row[: len(ids) + 1] for row, ids in zip(gain, outputs, strict=True)]
 
 
 def for_decoding(model: Transformer, decode_cfg: DecodeConfig, chosen: str = "fp32") -> Transformer:
