@@ -24,8 +24,8 @@ scripts/reference/naive.py, on the same data with the same model size.
 
 The reference trains first, in a default process; then the allocator setting the translator
 CLI applies (translator/runtime.py) is switched on for our training and for all decoding.
-The decoding model is --checkpoint, else the config's run best.pt if there is one, else
-the model our trainer trained in step 1 (much less trained: outputs are longer).
+The decoding model is --checkpoint, else the config's run's model (train.final) if there is
+one, else the model our trainer trained in step 1 (much less trained: outputs are longer).
 Ends with one line: ratios: train=… train_bf16_vs_fp32=… greedy=… beam5=… mfu=…
 """
 
@@ -59,7 +59,7 @@ from translator.inference.text import Translator
 from translator.inference.torch_engine import TorchEngine, for_decoding
 from translator.model import checkpoint as checkpoint_module
 from translator.model.flops import count_parameters
-from translator.model.rundir import RunDir
+from translator.model.rundir import RunDir, checkpoint_in
 from translator.runtime import keep_freed_memory, pick_device
 from translator.training.trainer import Trainer
 
@@ -364,9 +364,9 @@ def main() -> None:
 
     # whatever decode.beam says, greedy is greedy; fp32, as the reference computes
     greedy = replace(config.decode, beam=1, precision="fp32", engine="torch")
-    best = RunDir(config.train.run_dir).best
-    if args.checkpoint or best.is_file():
-        path = args.checkpoint or best
+    final = RunDir(config.train.run_dir).final.path
+    if args.checkpoint or final.is_file():
+        path = checkpoint_in(args.checkpoint) if args.checkpoint else final
         translator = Translator.from_checkpoint(path, device, greedy)
         origin = str(path)
     else:

@@ -17,8 +17,8 @@ trained and decoded side by side on the same CPU
    rate: its recipes' scale 2 peaks at 4e-3 for d_model 256, where it stalled at a
    perplexity near 50), each toolkit's own defaults for the rest, and the same threads
    (PyTorch's default on this CPU for both).
-3. Training: each for --minutes. Ours: `translator train --max-minutes M`, then the
-   recipe's `translator average --last 5`. eole saves no checkpoint when interrupted, so a
+3. Training: each for --minutes. Ours: `translator train --max-minutes M`, its model the
+   recipe's (train.final: the last 5 epochs' mean). eole saves no checkpoint when interrupted, so a
    timed probe of --probe-seconds measures its updates a second (after its start-up) and
    its `train_steps` is set to fill the minutes. Target tokens/s: the median of each
    toolkit's own reports (our epochs, eole's every 20 updates), the first left out (start-up).
@@ -48,7 +48,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import ROOT, load_config, translator_command
+from common import ROOT, cpu_name, load_config, translator_command
+
+from translator.model.rundir import RunDir
 
 EOLE = "eole==0.6.4"
 TORCH = "torch==2.13.0"  # the Makefile's pin: the CPU wheel
@@ -256,22 +258,15 @@ def train_eole(eole: Path, work: Path, config, minutes: float, probe_seconds: fl
 
 
 def train_ours(config_file: str, work: Path, minutes: float) -> tuple[Path, float]:
-    """Train ours for `minutes` and average its last five epochs as the recipe does: the
-    checkpoint and its steady target tokens/s."""
+    """Train ours for `minutes`: the run's model (train.final, as the recipe names it) and
+    its steady target tokens/s."""
     run_dir = work / "ours"
     values = ["--set", f"train.run_dir={run_dir}"]
     log = run(
         translator_command("train", "-c", config_file, "--max-minutes", str(minutes), *values),
         work / "ours-train.log",
     )
-    checkpoints = run_dir / "checkpoints"
-    snapshots = sorted(checkpoints.glob("epoch*.pt"))
-    if len(snapshots) >= 5:
-        run(translator_command("average", str(run_dir), "--last", "5"))
-        checkpoint = checkpoints / "average5.pt"
-    else:
-        checkpoint = checkpoints / "best.pt"
-    return checkpoint, steady(our_train_rates(log))
+    return RunDir(run_dir).final.path, steady(our_train_rates(log))
 
 
 def bleu(hypotheses: Path, references: Path) -> float:
@@ -363,13 +358,6 @@ def main() -> None:
     rows.append(Row("eole 0.6.4 (eole predict)", speed, scores, eole_rate))
     print(f"\nmachine: {cpu_name()}, {os.cpu_count()} cores; {args.minutes:g} minutes each")
     print("\n".join(table(rows, len(src.read_text(encoding="utf-8").splitlines()))))
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -89,6 +89,15 @@ def timed_runs(run: Callable[[], Any], most: int, seconds: float) -> tuple[Any, 
     return result, times
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), for the machine a figure names."""
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def translator_command(*args: str) -> list[str]:
     """`translator ARGS…` with this interpreter (run it in the config's `config_home`)."""
     return [sys.executable, "-m", "translator", *args]

@@ -34,11 +34,11 @@ bounded), and its page as a person uses it. The modes:
     python scripts/load_test.py --mode hostile --clients 4
     python scripts/load_test.py --mode aggressive --clients 300 --per-request 16
     python scripts/load_test.py --mode first --per-request 3
-    python scripts/load_test.py --mode page --checkpoint runs/tatoeba-cpu/checkpoints/average5.pt
+    python scripts/load_test.py --mode page --checkpoint runs/tatoeba-cpu
 
-The model is the config's run best.pt (or --checkpoint); without one, the config's data is
-prepared if needed and a model trained for one minute into a temporary run (barely
-trained: only the serving is measured). Each request carries --per-request sentences
+The model is the config's run's model (train.final; or --checkpoint); without one, the
+config's data is prepared if needed and a model trained for one minute into a temporary run
+(barely trained: only the serving is measured). Each request carries --per-request sentences
 drawn in a fixed order from the test split. The server runs in its own process; the
 clients are threads with one keep-alive connection each.
 """
@@ -64,7 +64,7 @@ from pathlib import Path
 from common import ROOT, config_home, load_config, translator_command
 
 from translator.data.layout import read_split, tokenizer_file
-from translator.model.rundir import RunDir
+from translator.model.rundir import RunDir, checkpoint_in
 
 MAX_CLIENTS, MAX_SECONDS = 400, 300
 
@@ -78,7 +78,7 @@ def free_port() -> int:
 def model_for(config_path: str, checkpoint: Path | None, work: Path) -> Path:
     """The checkpoint to serve; a one-minute model when there is none."""
     config = load_config(config_path)
-    path = checkpoint or RunDir(config.train.run_dir).best
+    path = checkpoint_in(checkpoint) if checkpoint else RunDir(config.train.run_dir).final.path
     if path.is_file():
         return path
     print(f"no checkpoint at {path}: training one for a minute (only serving is measured)")
@@ -97,7 +97,7 @@ def model_for(config_path: str, checkpoint: Path | None, work: Path) -> Path:
         stdout=subprocess.DEVNULL,
         cwd=config_home(config_path),
     )
-    return RunDir(run).best
+    return RunDir(run).final.path
 
 
 class Server:

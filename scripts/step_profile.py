@@ -569,7 +569,7 @@ def report_variants(path: str, args, peak: float, out: Path) -> list[str]:
 
 
 # ---- --lever-cost: the quality levers' cost --------------------------------------------------
-OFF = ["train.ema=0", "train.rdrop=0", "data.subword_sampling=0"]
+OFF = ["train.ema=0", "train.final='best'", "train.rdrop=0", "data.subword_sampling=0"]
 
 MAX_MINUTES = 15.0  # each variant's training stops here if its updates take longer
 

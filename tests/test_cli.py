@@ -99,6 +99,30 @@ def test_prepare_train_translate_eval(project):
     assert "stopped after epoch 3" in resumed.stdout
 
 
+def test_the_tour_scores_exports_and_translates_one_model(project):
+    """train, eval, export RUN, translate: the run's model (train.final) throughout, named
+    by each command, without --checkpoint."""
+    pytest.importorskip("ctranslate2")
+    final = 'max_epochs = 3\nkeep_last = 2\nfinal = "average2"'
+    (project / "configs" / "tiny.toml").write_text(CONFIG.replace("max_epochs = 2", final))
+    assert run_cli("prepare", cwd=project).returncode == 0
+    trained = run_cli("train", cwd=project)
+    model = "run/checkpoints/average2.pt"
+    assert f"the run's model: {model} (train.final = average2)" in trained.stdout
+    scored = run_cli("eval", cwd=project)
+    assert f"model: {model} (train.final = average2)" in scored.stderr
+    assert (project / "run/checkpoints/average2.test.en.hyp").is_file()
+    exported = run_cli("export", "run", cwd=project)
+    assert exported.returncode == 0 and f"from {model}" in exported.stdout
+    translated = run_cli("translate", "Tom can see the cat.", cwd=project)
+    assert f"model: {model} (train.final = average2)" in translated.stderr
+    assert "engine: ctranslate2" in translated.stderr and "average2.ct2" in translated.stderr
+    named = run_cli("translate", "--checkpoint", "run", "Tom can see the cat.", cwd=project)
+    assert named.stdout == translated.stdout and f"model: {model} (train.final" in named.stderr
+    picked = run_cli("eval", "--checkpoint", "run/checkpoints/best.pt", cwd=project)
+    assert "model: run/checkpoints/best.pt (a checkpoint named)" in picked.stderr
+
+
 def test_malformed_rows_reported_with_line_numbers(project):
     with (project / "corpus.tsv").open("a") as f:
         f.write("1\tbroken row\n")
@@ -124,6 +148,9 @@ def test_malformed_rows_reported_with_line_numbers(project):
         (["translate", "--beam", "0", "Hi."], ["'decode.beam' must be positive"]),
         (["eval"], ["no test split"]),
         (["average", "run", "--last", "3"], ["has 0 epoch snapshots, 3 are needed"]),
+        (["train", "--set", "train.final=last"], ["'train.final' must be best, ema or averageN"]),
+        (["train", "--set", "train.final=average5"], ["set train.keep_last >= 5"]),
+        (["train", "--set", "train.final=ema"], ["needs the moving average: set train.ema"]),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(project, args, fragments):

@@ -1,6 +1,8 @@
 """Every config shipped in configs/ loads, and its model can be built and run; every rule
 of the config is one line that names its key."""
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -46,13 +48,14 @@ def test_the_tatoeba_configs_hold_out_the_same_test_split():
 
 
 def test_the_student_config_shrinks_the_teacher_config():
-    """configs/student-cpu.toml starts from tatoeba-cpu-60.toml's moving average with
-    train.init_layers spread: its model must be the teacher's but for fewer layers, and its
-    vocabularies the teacher's."""
+    """configs/student-cpu.toml starts from tatoeba-cpu-60.toml's run, its model the moving
+    average, with train.init_layers spread: its model must be the teacher's but for fewer
+    layers, and its vocabularies the teacher's; distill's teacher is that run too."""
     by_name = {p.name: load(p) for p in CONFIGS}
     student, teacher = by_name["student-cpu.toml"], by_name["tatoeba-cpu-60.toml"]
-    assert student.train.init_layers == "spread"
-    assert Path(student.train.init_from) == Path(teacher.train.run_dir) / "checkpoints/ema.pt"
+    assert student.train.init_layers == "spread" and teacher.train.final == "ema"
+    assert Path(student.train.init_from) == Path(teacher.train.run_dir)
+    assert Path(teacher.distill.teacher) == Path(teacher.train.run_dir)
     assert model_differences(teacher, student, keys=LAYERS) == []
     assert deeper_layers(teacher, student) == []
     for side in ("src_vocab_size", "tgt_vocab_size"):
@@ -204,7 +207,7 @@ RULES = [
         {"train": {"nope": 1}},
         (
             "unknown config key 'train.nope' (known: bleu_samples, clip_norm, compile, "
-            "cuda_graphs, device, ema, init_from, init_layers, keep_last, label_smoothing, "
+            "cuda_graphs, device, ema, final, init_from, init_layers, keep_last, label_smoothing, "
             "log_every, lr, "
             "max_epochs, max_minutes, max_tokens, max_updates, min_lr, pad_to_multiple, "
             "patience, plateau_factor, plateau_metric, plateau_patience, precision, rdrop, "
@@ -302,7 +305,8 @@ def test_configs_that_borrow_a_model_agree_with_it_on_placeholders():
         for borrowed in (config.data.tokenizers_from, config.train.init_from):
             if not borrowed:
                 continue
-            owner = next((c for run, c in by_run.items() if run in Path(borrowed).parents), None)
+            borrowed_run = [Path(borrowed), *Path(borrowed).parents]  # a run or a file in it
+            owner = next((c for run, c in by_run.items() if run in borrowed_run), None)
             assert owner is not None, f"{path.name}: {borrowed} is no shipped config's run"
             assert config.data.placeholders == owner.data.placeholders, path.name
             borrowers += 1
@@ -343,3 +347,40 @@ def test_a_removed_key_is_one_line_naming_what_replaced_it(tmp_path):
         }
     }
     assert as_today(manifest)["decode"] == {"beam": 5, "glossary_search": "all"}
+
+
+COMMENT_COMMAND = re.compile(r"^#\s+(translator|python) (.+?)(?:\s+#.*)?$", re.M)
+
+
+def comment_commands() -> list[tuple[str, list[str]]]:
+    """The commands the shipped configs' comments show: (config, argv after the program)."""
+    found = []
+    for path in sorted(Path("configs").glob("*.toml")):
+        for program, rest in COMMENT_COMMAND.findall(path.read_text(encoding="utf-8")):
+            found.append((path.name, [program, *shlex.split(rest)]))
+    return found
+
+
+@pytest.mark.parametrize(("config", "argv"), comment_commands(), ids=lambda v: str(v))
+def test_every_config_comment_command_parses(config, argv):
+    """Each `translator …` line names a command whose options exist (parsed as the CLI
+    parses them, nothing run); each `python scripts/…` line names a script that exists;
+    each -c/--config and --input/--out names a file the project has or the run makes."""
+    import typer.main
+
+    from translator.cli import app
+
+    if argv[0] == "python":
+        assert Path(argv[1]).is_file(), f"{config}: {argv[1]} does not exist"
+        return
+    group = typer.main.get_command(app)
+    command = group.get_command(None, argv[1])
+    assert command is not None, f"{config}: no command translator {argv[1]}"
+    context = command.make_context(argv[1], argv[2:], resilient_parsing=False)
+    given = context.params.get("config_file")
+    assert given is None or Path(given).is_file(), f"{config}: no config {given}"
+
+
+def test_the_comment_commands_are_found():
+    named = {(config, argv[1]) for config, argv in comment_commands()}
+    assert ("base.toml", "prepare") in named and ("student-cpu.toml", "distill") in named

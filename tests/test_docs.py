@@ -125,3 +125,54 @@ def test_the_name_checker_finds_a_missing_page_and_anchor(tmp_path, monkeypatch)
         "translator/config.py: docs/translate.md (no such file)",
         "translator/config.py: docs/quality.md#no-such-heading (no heading #no-such-heading)",
     ]
+
+
+def module_rows() -> set[str]:
+    """The paths docs/architecture.md's module table lists (a folder row ends in /)."""
+    text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^\| `(translator/[\w/.]*)` \|", text, re.M))
+
+
+def test_the_module_table_lists_the_modules_that_exist():
+    rows = module_rows()
+    modules = {str(p.relative_to(ROOT)) for p in ROOT.glob("translator/**/*.py")}
+    modules -= {m for m in modules if m.endswith("__init__.py")}
+    unlisted = [m for m in modules if m not in rows and f"{Path(m).parent}/" not in rows]
+    assert not unlisted, f"docs/architecture.md's module table misses {sorted(unlisted)}"
+    gone = [row for row in rows if not (ROOT / row).exists()]
+    assert not gone, f"docs/architecture.md lists modules that do not exist: {gone}"
+
+
+def results_rows(page: Path) -> dict[str, list[str]]:
+    """The rows of the results table (between the markers) by their first cell."""
+    text = page.read_text(encoding="utf-8")
+    table = text.split("<!-- results:begin -->", 1)[1].split("<!-- results:end -->", 1)[0]
+    rows = [line.strip("|").split(" | ") for line in table.strip().splitlines()[2:]]
+    return {cells[0].strip(): [c.strip() for c in cells] for cells in rows}
+
+
+def test_every_readme_result_is_its_homes_figure():
+    home = results_rows(ROOT / "docs/quality.md")
+    readme = results_rows(ROOT / "README.md")
+    assert readme, "README.md has no results table between its markers"
+    for label, (_, _, bleu, machine) in readme.items():
+        assert label in home, f"README's row {label!r} has no row in docs/quality.md"
+        assert f"**{bleu}**" in home[label][2], (label, bleu, home[label][2])
+        assert home[label][-1] == machine, (label, machine, home[label][-1])
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The sentences of a page's prose: code blocks, tables and headings left out."""
+    text = FENCE.sub("", text)
+    lines = [line for line in text.splitlines() if not line.startswith(("|", "#", "<!--"))]
+    blocks = re.split(r"\n\s*\n|\n(?=- )", "\n".join(lines))  # paragraphs, list items
+    sentences = []
+    for block in blocks:
+        prose = CODE.sub("code", LINK.sub("link", " ".join(block.split())))
+        sentences += [s for s in re.split(r"(?<=[.!?:;])\s+(?=[A-Z(`\[])", prose) if s]
+    return sentences
+
+
+def test_no_readme_sentence_runs_past_60_words():
+    long = [s for s in prose_sentences((ROOT / "README.md").read_text()) if len(s.split()) > 60]
+    assert not long, long

@@ -13,7 +13,7 @@ from translator.errors import UserError
 from translator.inference.text import Translator
 from translator.inference.torch_engine import TorchEngine
 from translator.model import checkpoint
-from translator.model.rundir import RunDir
+from translator.model.rundir import RunDir, checkpoint_in
 from translator.training import oom
 from translator.training import trainer as train_module
 from translator.training.tensorboard import Board
@@ -186,6 +186,44 @@ def test_snapshots_rotate_and_average_to_the_mean(config, tmp_path):
 
     with pytest.raises(UserError, match="has 2 epoch snapshots, 3 are needed"):
         checkpoint.average_last(tmp_path / "run", last=3)
+
+
+def test_the_run_writes_its_model_as_train_final_says(config, tmp_path):
+    result = train(with_train(config, max_epochs=3, keep_last=2, final="average2"), progress=False)
+    run = RunDir(tmp_path / "run")
+    assert result.final == run.final == (run.checkpoints / "average2.pt", "train.final = average2")
+    assert checkpoint.load(run.final.path)["averaged_from"] == ["epoch0002.pt", "epoch0003.pt"]
+    assert Translator.from_run(run.path, CPU).translate("Tom can see the cat.")
+    # too few epochs to average, or no moving average: best.pt, and the record says why
+    fewer = (run.best, "train.final = average5 (2 of 5 epochs: best.pt instead)")
+    assert run.write_final("average5", 5) == fewer == run.final
+    no_average = (run.best, "train.final = ema (no moving average yet: best.pt instead)")
+    assert run.write_final("ema", 0) == no_average
+    train(with_train(config, max_epochs=1, final="best"), overwrite=True, progress=False)
+    assert run.final == (run.best, "train.final = best")
+
+
+def test_a_signal_writes_the_runs_model_so_far(config, tmp_path, monkeypatch):
+    first = train(with_train(config, max_epochs=1, keep_last=1, final="average1"), progress=False)
+    run = RunDir(tmp_path / "run")
+    with sigterm_after(monkeypatch, first.state.step + 2), pytest.raises(Interrupted):
+        train(with_train(config, max_epochs=3), resume=True, progress=False)
+    assert run.final == (run.checkpoints / "average1.pt", "train.final = average1")
+    assert checkpoint.load(run.final.path)["averaged_from"] == ["epoch0001.pt"]
+
+
+def test_nothing_is_recorded_before_a_first_validation(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.checkpoints.mkdir(parents=True)
+    assert run.write_final("best", 0) is None and not run.final_record.exists()
+    assert run.final == (run.best, "the run's best.pt: it records no train.final")
+    for bad in ("[1, 2]", '{"checkpoint": "/etc/passwd", "why": "?"}'):
+        run.final_record.write_text(bad)
+        with pytest.raises(UserError, match="final.json is not a run's record of its model"):
+            _ = run.final
+    run.final_record.write_text('{"checkpoint": "checkpoints/average5.pt", "why": "x"}')
+    with pytest.raises(UserError, match="names .*average5.pt, which is missing"):
+        checkpoint_in(run.path)
 
 
 def recorded_losses(monkeypatch) -> list[float]:

@@ -12,6 +12,7 @@ command is run from.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,10 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
+    # the run's model, written when training stops and decoded by every command that takes
+    # the run: best (best.pt) | ema (ema.pt, needs train.ema) | averageN (the last N epochs'
+    # mean, averageN.pt, needs train.keep_last >= N)
+    final: str = "best"
     # bf16 autocast (fp32 weights and loss) or fp32; auto: bf16 on CUDA and on CPUs with bf16
     # matrix instructions (training/mixed_precision.py)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
@@ -196,12 +201,35 @@ class TrainConfig:
         )
         _require(0 <= self.ema < 1, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999")
         _require(self.rdrop >= 0, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5")
+        self._check_final()
         _require(
             0 < self.teacher_weight <= 1, "config key 'train.teacher_weight' must be in (0, 1]"
         )
         _require(
             not (self.teacher and self.rdrop),
             "train.teacher and train.rdrop are two objectives: use one of them",
+        )
+
+    @property
+    def final_epochs(self) -> int:
+        """N of train.final averageN (0 for best and ema)."""
+        match = re.fullmatch(r"average([1-9][0-9]*)", self.final)
+        return int(match.group(1)) if match else 0
+
+    def _check_final(self) -> None:
+        _require(
+            self.final in ("best", "ema") or self.final_epochs > 0,
+            f"config key 'train.final' must be best, ema or averageN (e.g. average5), "
+            f"got {self.final!r}",
+        )
+        _require(
+            self.final != "ema" or self.ema > 0,
+            "train.final = 'ema' needs the moving average: set train.ema (e.g. 0.999)",
+        )
+        _require(
+            self.keep_last >= self.final_epochs,
+            f"train.final = '{self.final}' averages the last {self.final_epochs} epochs: set "
+            f"train.keep_last >= {self.final_epochs}",
         )
 
 
@@ -327,7 +355,8 @@ class ServeConfig:
 
 @dataclass
 class DistillConfig:
-    teacher: str = ""  # a checkpoint or run dir (its best.pt); an exported dir with engine ct2
+    # a checkpoint or run dir (its model: train.final); an exported dir with engine ct2
+    teacher: str = ""
     out: str = ""  # the prepared directory `distill` writes (train a student with data.dir = it)
     beam: int = 5  # the teacher's beam (decode.beam is the student's, for translate and eval)
     nbest: int = 1  # more: of the teacher's n best, the one `select` picks (distill/selection.py)

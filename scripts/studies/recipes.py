@@ -96,7 +96,7 @@ VARIANTS: dict[str, list[str]] = {
     "levers-dropout-0.2-seed-2": [*LEVERS, "model.dropout=0.2", "train.seed=2"],
     "levers-dropout-0.3": [*LEVERS, "model.dropout=0.3"],
     # one lever taken away from a config that has them all (configs/tatoeba-cpu-60.toml)
-    "no-ema": ["train.ema=0"],
+    "no-ema": ["train.ema=0", "train.final='best'"],
     "plateau-loss": ["train.plateau_metric='loss'"],
     "no-subword": ["data.subword_sampling=0"],
     "dropout-0.1": ["model.dropout=0.1"],

@@ -36,10 +36,15 @@ SetOpt = Annotated[
 DeviceOpt = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (default: the config's).")
 ]
-SourceArg = Annotated[Path, typer.Argument(help="A checkpoint, or a run directory (its best.pt).")]
+SourceArg = Annotated[
+    Path, typer.Argument(help="A checkpoint, or a run directory (its model: train.final).")
+]
 CheckpointOpt = Annotated[
     Path | None,
-    typer.Option("--checkpoint", help="Checkpoint to use (default: the run's best.pt)."),
+    typer.Option(
+        "--checkpoint",
+        help="A checkpoint or run directory (default: the config's run's model, train.final).",
+    ),
 ]
 BeamOpt = Annotated[
     int | None, typer.Option("--beam", help="Beam size; 1 is greedy (default: decode.beam).")
@@ -117,9 +122,12 @@ def user_errors(command):
 
 
 def default_checkpoint(config: config_module.Config, given: Path | None) -> Path:
-    from translator.model.rundir import RunDir
+    """--checkpoint (a checkpoint or a run directory), else the model of the config's run
+    (train.final, final.json). The commands name it beside the engine line, once their
+    checks have passed (`Translator.model_line`)."""
+    from translator.model.rundir import RunDir, checkpoint_in
 
-    return given or RunDir(config.train.run_dir).best
+    return checkpoint_in(given) if given is not None else RunDir(config.train.run_dir).final.path
 
 
 def run_options(

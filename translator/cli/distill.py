@@ -31,8 +31,8 @@ def distill(
         typer.Option(
             "--teacher",
             metavar="RUN_DIR|CHECKPOINT",
-            help="The teacher (distill.teacher): a checkpoint or run directory (its best.pt); "
-            "with --engine ct2, a directory written by `translator export`.",
+            help="The teacher (distill.teacher): a checkpoint or run directory (its model, "
+            "train.final); with --engine ct2, a directory written by `translator export`.",
         ),
     ] = None,
     out: Annotated[

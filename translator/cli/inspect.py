@@ -81,3 +81,4 @@ def attention(
     found = cross_attention(translator, text)
     written = plot_attention(found, out, layer)
     typer.echo(f"{found.translation}\nwrote {written}")
+    typer.echo(translator.model_line, err=True)

@@ -84,6 +84,8 @@ def train(
     typer.echo(
         f"best valid BLEU {result.best_bleu:.2f}; checkpoints and metrics.tsv in {result.run_dir}"
     )
+    if result.final is not None:
+        typer.echo(f"the run's model: {result.final.path} ({result.final.why})")
 
 
 @app.command()

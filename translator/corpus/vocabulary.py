@@ -65,7 +65,7 @@ def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, 
 
 def copy_tokenizers(source: str | Path, out: Path) -> dict[str, int]:
     """Write the SentencePiece models carried by the checkpoint `source` (or a run
-    directory's best.pt) into `out`, byte for byte."""
+    directory's model: train.final) into `out`, byte for byte."""
     from translator.model.checkpoint import load  # torch: only when borrowing
     from translator.model.rundir import checkpoint_in
 

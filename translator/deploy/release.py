@@ -41,8 +41,8 @@ class Released:
 
 
 def release(source: str | Path, out: str | Path, dtype: str = "float32") -> Released:
-    """Write the release of `source` (a checkpoint, or a run directory's best.pt) to `out`,
-    its floating-point weights stored as `dtype`."""
+    """Write the release of `source` (a checkpoint, or a run directory's model: train.final)
+    to `out`, its floating-point weights stored as `dtype`."""
     name = ALIASES.get(dtype, dtype)
     if name not in DTYPES:
         choices = ", ".join([*DTYPES, *ALIASES])

@@ -95,6 +95,7 @@ def distill(
         if settings.select != "chrf":  # likewise before --select
             manifest["select"] = settings.select
     work = start_work(out, manifest, resume, overwrite)
+    log.info("teacher: %s", teacher.path)
     log.info(teacher.translator.engine_line)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(

@@ -56,7 +56,7 @@ from translator.inference.factory import open_engine
 from translator.inference.hypothesis import Hypothesis
 from translator.inference.terms import TermPolicy, missing_terms
 from translator.model.checkpoint import load as load_checkpoint
-from translator.model.rundir import RunDir
+from translator.model.rundir import RunDir, why
 
 log = logging.getLogger(__name__)
 _UNMARKED = re.compile(r"[A-Za-z0-9]$")  # a sentence that ends without a mark
@@ -100,6 +100,7 @@ class Translator:
 
     def __init__(self, engine: Engine, decode_cfg: DecodeConfig):
         self.engine, self.decode_cfg = engine, decode_cfg
+        self.model_line = ""  # which checkpoint decodes, and why (`open` says)
         self.src_tok, self.tgt_tok = engine.src_tok, engine.tgt_tok
         self.counts: Counter[str] = Counter()  # shared with with_decode's copies
         self.terms = TermPolicy(engine, self.counts)  # the glossary and the names
@@ -116,7 +117,11 @@ class Translator:
         engine = open_engine(config, checkpoint)
         name = engine.about.name
         model_dir = str(engine.about.origin) if name == "ctranslate2" else ""
-        return cls(engine, dataclasses.replace(config.decode, engine=name, model_dir=model_dir))
+        decode_cfg = dataclasses.replace(config.decode, engine=name, model_dir=model_dir)
+        translator = cls(engine, decode_cfg)
+        if not (config.decode.engine == "ctranslate2" and config.decode.model_dir):
+            translator.model_line = f"model: {checkpoint} ({why(checkpoint)})"
+        return translator
 
     @classmethod
     def from_checkpoint(
@@ -142,14 +147,16 @@ class Translator:
         config.decode = changed(decode_cfg or config.decode, **changes)
         config.train.device = str(device)
         translator = cls.open(config, Path(path))
+        if translator.model_line:
+            log.info(translator.model_line)
         log.info(translator.engine_line)
         return translator
 
     @classmethod
     def from_run(cls, run_dir: str | Path, device: str | torch.device = "auto", **options):
-        """The best checkpoint of a training run directory (`train.run_dir`), opened as
-        `from_checkpoint` opens it."""
-        return cls.from_checkpoint(RunDir(run_dir).best, device, **options)
+        """The model of a training run directory (`train.run_dir`): the checkpoint its
+        train.final names (final.json), opened as `from_checkpoint` opens it."""
+        return cls.from_checkpoint(RunDir(run_dir).final.path, device, **options)
 
     @property
     def engine_line(self) -> str:

@@ -11,6 +11,10 @@
                                   best validation BLEU (the average is validated each epoch)
     checkpoints/epochNNNN.pt      weights of the last train.keep_last epochs, for averaging
                                   (and their moving average, with train.ema)
+    checkpoints/averageN.pt       with train.final averageN: the last N epochs' mean
+    final.json                    the run's model (train.final), written when training
+                                  stops (its end, a budget, a signal): the checkpoint every
+                                  command that takes the run decodes
 
 Every file is written atomically (checkpoint.py), so a kill at any moment leaves the
 previous version whole.
@@ -21,10 +25,17 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from translator.errors import UserError
 from translator.model import checkpoint
+
+
+class Final(NamedTuple):
+    """The checkpoint a run recommends, and why (what the commands print)."""
+
+    path: Path
+    why: str
 
 
 class RunDir:
@@ -35,6 +46,7 @@ class RunDir:
         self.best = self.checkpoints / "best.pt"
         self.ema = self.checkpoints / "ema.pt"
         self.metrics = self.path / "metrics.tsv"
+        self.final_record = self.path / "final.json"
 
     def check(self, resume: bool, overwrite: bool) -> None:
         """A new run refuses to replace a trained one unless `overwrite`; a resumed run
@@ -57,6 +69,7 @@ class RunDir:
             shutil.rmtree(self.checkpoints, ignore_errors=True)
             shutil.rmtree(self.path / "tensorboard", ignore_errors=True)
             self.metrics.unlink(missing_ok=True)
+            self.final_record.unlink(missing_ok=True)
         self.path.mkdir(parents=True, exist_ok=True)
         checkpoint.write_text(self.path / "config.json", json.dumps(config, indent=2) + "\n")
 
@@ -74,6 +87,43 @@ class RunDir:
 
     def save_snapshot(self, payload: dict[str, Any], epoch: int, keep: int) -> None:
         checkpoint.save_snapshot(payload, self.checkpoints, epoch, keep)
+
+    def write_final(self, final: str, epochs: int) -> Final | None:
+        """Make the run's model as train.final asks (`epochs`: its averageN's N, else 0) and
+        record it in final.json. Too few epoch snapshots to average, or no moving average
+        yet, give best.pt (the record says why); nothing is recorded before a first
+        validation."""
+        found = len(checkpoint.snapshots(self.checkpoints))
+        if epochs and found >= epochs:
+            made = Final(checkpoint.average_last(self.path, epochs), f"train.final = {final}")
+        elif final == "ema" and self.ema.is_file():
+            made = Final(self.ema, f"train.final = {final}")
+        elif self.best.is_file():
+            why = f"train.final = {final}"
+            if final != "best":
+                missing = f"{found} of {epochs} epochs" if epochs else "no moving average yet"
+                why += f" ({missing}: best.pt instead)"
+            made = Final(self.best, why)
+        else:
+            return None
+        record = {"checkpoint": str(made.path.relative_to(self.path)), "why": made.why}
+        checkpoint.write_text(self.final_record, json.dumps(record, indent=2) + "\n")
+        return made
+
+    @property
+    def final(self) -> Final:
+        """The run's model: final.json's checkpoint, or best.pt for a run that has none (a
+        run trained before train.final, or killed before its first validation)."""
+        if not self.final_record.is_file():
+            return Final(self.best, "the run's best.pt: it records no train.final")
+        try:
+            record = json.loads(self.final_record.read_text(encoding="utf-8"))
+            named = Path(record["checkpoint"])
+            if named.is_absolute() or ".." in named.parts:
+                raise ValueError(named)
+            return Final(self.path / named, str(record["why"]))
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{self.final_record} is not a run's record of its model") from None
 
     def write_metrics(self, rows: list[dict[str, Any]]) -> None:
         """metrics.tsv := these rows (the history kept in last.pt, so that the file and the
@@ -93,15 +143,34 @@ class RunDir:
         return [dict(zip(header.split("\t"), row.split("\t"), strict=True)) for row in rows]
 
 
+def why(checkpoint: str | Path) -> str:
+    """Why `checkpoint` decodes, as the model line says it: its run's model (final.json's
+    reason), the best.pt of a run that records none, or a checkpoint named."""
+    checkpoint = Path(checkpoint)
+    run = RunDir(checkpoint.parent.parent)  # RUN/checkpoints/NAME.pt
+    try:
+        final = run.final
+    except UserError:
+        return "a checkpoint named"
+    same = final.path.is_file() and final.path.resolve() == checkpoint.resolve()
+    return final.why if same else "a checkpoint named"
+
+
 def checkpoint_in(path: str | Path) -> Path:
-    """A checkpoint given as itself, or a run directory's best.pt (the one translate, eval
-    and export use); one clear line if there is none."""
+    """A checkpoint given as itself, or a run directory's model (RunDir.final: the one
+    translate, eval and export use); one clear line if there is none."""
     path = Path(path)
     if path.is_dir():
-        best = RunDir(path).best
-        if not best.is_file():
-            raise UserError(f"{path} is a directory without {best.relative_to(path)}: train first")
-        return best
+        run = RunDir(path)
+        final = run.final.path
+        if final.is_file():
+            return final
+        if run.final_record.is_file():
+            raise UserError(
+                f"{run.final_record} names {final}, which is missing: train on (--resume) "
+                "or name a checkpoint"
+            )
+        raise UserError(f"{path} is a directory without {final.relative_to(path)}: train first")
     if not path.is_file():
         raise UserError(f"no checkpoint or run directory at {path}")
     return path

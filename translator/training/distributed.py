@@ -27,7 +27,7 @@ reference and `finish()` drops it, which joins its threads while the interpreter
 DDP's group keeps its threads: DistributedDataParallel leaves a reference to it inside
 PyTorch that no Python object owns (torch 2.13), so they idle into the shutdown; they
 carry only the gradient buckets, made and freed by PyTorch without Python objects.
-scripts/teardown_loop.py launches two-process runs under load and counts the aborts
+scripts/studies/teardown_loop.py launches two-process runs under load and counts the aborts
 (docs/development.md).
 """
 

@@ -47,7 +47,7 @@ from translator.inference.torch_engine import TorchEngine
 from translator.model.ema import WeightEMA
 from translator.model.flops import count_parameters
 from translator.model.loss import distilled_loss, rdrop_loss, sequence_loss, twice
-from translator.model.rundir import RunDir, checkpoint_in
+from translator.model.rundir import Final, RunDir, checkpoint_in
 from translator.model.transformer import Transformer
 from translator.runtime import StopSignals, pick_device
 from translator.training import distributed, mixed_precision
@@ -128,6 +128,7 @@ class TrainResult:
     message: str  # the stop reason as the user reads it
     batches_per_epoch: int  # of the last epoch (weighted corpora: its draw)
     history: list[dict] = field(default_factory=list)  # the rows this session added
+    final: Final | None = None  # the run's model (train.final), None before a validation
 
     @property
     def best_bleu(self) -> float:
@@ -155,7 +156,7 @@ def resolve(config: Config, device: torch.device, ranks: Ranks, resume: bool = F
     built: train.precision the one it computes in (auto resolved on `device`, rank 0's
     choice for all), train.pad_to_multiple the multiple its lengths are padded to, and, for
     a new run, train.init_from the checkpoint file itself (a run directory stands for its
-    best.pt). This is what config.json and every checkpoint record."""
+    model, train.final). This is what config.json and every checkpoint record."""
     train_cfg = config.train
     chosen = distributed.from_main(mixed_precision.resolve(train_cfg.precision, device), ranks)
     init_from = train_cfg.init_from
@@ -269,8 +270,15 @@ class Trainer:
                 history.append(self.end_epoch(board, stop))
                 if stop is not None:
                     break
+            final = self.write_final()  # a signal meanwhile waits for it
         message = stop.message(self.config)
-        return TrainResult(self.run_dir.path, self.state, stop, message, batches, history)
+        return TrainResult(self.run_dir.path, self.state, stop, message, batches, history, final)
+
+    def write_final(self) -> Final | None:
+        """The run's model as train.final asks, recorded in final.json (rank 0 writes)."""
+        if not self.ranks.main:
+            return None
+        return self.run_dir.write_final(self.config.train.final, self.config.train.final_epochs)
 
     def _log_start(self) -> None:
         data, train_cfg = self.data, self.config.train
@@ -346,8 +354,11 @@ class Trainer:
         return self.session_elapsed + time.monotonic() - self.session_start
 
     def _interrupt(self) -> None:
-        """Save the exact state, then stop with a line that says how to continue."""
+        """Save the exact state and the run's model so far, then stop with a line that says
+        how to continue."""
         self.save()
+        self.write_final()
+        distributed.wait_for_all(self.ranks)  # no rank exits while rank 0 writes it
         signal = self.signals.requested
         assert signal is not None
         message = StopReason.SIGNAL.message(

@@ -20,7 +20,7 @@ from translator.training.resume import require_its_tokenizers
 
 
 def load_teacher(config: Config, vocab: tuple[int, int], device: torch.device) -> Transformer:
-    """train.teacher's model (a checkpoint, or a run directory's best.pt) on `device`, in
+    """train.teacher's model (a checkpoint, or a run directory's model: train.final) on `device`, in
     eval mode and without gradients."""
     path = checkpoint_in(config.train.teacher)
     payload = checkpoint.load(path)

@@ -2,8 +2,8 @@
 workers that die after their work is done: the distributed teardown abort ("terminate
 called without an active exception", SIGABRT) that once failed one test run in six.
 
-    python scripts/teardown_loop.py                   # 100 loops, two busy processes beside
-    python scripts/teardown_loop.py --loops 20 --load 0
+    python scripts/studies/teardown_loop.py                   # 100 loops, two busy processes beside
+    python scripts/studies/teardown_loop.py --loops 20 --load 0
 
 Each loop runs the launches of tests/test_distributed.py's resume test on a tiny model
 (dropout on): a run straight through one epoch, the same cut by its time budget after the
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT
+ROOT = Path(__file__).resolve().parents[2]  # the project
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 ABORT_SIGNS = ("terminate called", "SIGABRT", "Signal 6")
