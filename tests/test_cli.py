@@ -1,6 +1,8 @@
 """The CLI as a user runs it: separate processes, exit codes, what lands on stdout/stderr."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -208,3 +210,35 @@ def test_help_lists_the_commands_in_pipeline_order_and_names_the_extras():
     assert (
         'pip install "translator[plot]"' in runner.invoke(app, ["plot", "--help"], env=wide).output
     )
+
+
+SMALL = [  # the tiny sample is no corpus for Transformer-base: its sizes, not its paths
+    *("--set", "data.valid_size=30", "--set", "data.test_size=30"),
+    *("--set", "data.src_vocab_size=600", "--set", "data.tgt_vocab_size=850"),
+]
+TINY_MODEL = [
+    *("--set", "model.encoder_layers=1", "--set", "model.decoder_layers=1"),
+    *("--set", "model.d_model=32", "--set", "model.heads=2", "--set", "model.ff_dim=64"),
+    *("--set", "train.max_updates=2", "--set", "train.device='cpu'"),
+]
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["data.inputs", "--input and --out"])
+def test_base_toml_comment_commands_run_as_written_on_the_sample(tmp_path, own):
+    """configs/base.toml's comment: `prepare -c configs/base.toml` (its data.inputs), or a
+    corpus of one's own with `--input my.tsv --out data/prepared/base`, then `train -c
+    configs/base.toml` finds what prepare wrote, and `eval` scores the run's model."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "data").mkdir()
+    shutil.copy(root / "configs/base.toml", tmp_path / "configs/base.toml")
+    corpus = tmp_path / ("my.tsv" if own else "data/corpus-5m.tsv")
+    shutil.copy(root / "data/sample/en-zh.tsv", corpus)
+    given = ["--input", "my.tsv", "--out", "data/prepared/base"] if own else []
+    prepared = run_cli("prepare", "-c", "configs/base.toml", *given, *SMALL, cwd=tmp_path)
+    assert prepared.returncode == 0, prepared.stderr
+    trained = run_cli("train", "-c", "configs/base.toml", *SMALL, *TINY_MODEL, cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    assert "the run's model: runs/base/checkpoints/best.pt" in trained.stdout  # < 5 epochs
+    scored = run_cli("eval", "-c", "configs/base.toml", *SMALL, *TINY_MODEL, cwd=tmp_path)
+    assert scored.returncode == 0 and "BLEU = " in scored.stdout, scored.stderr
