@@ -26,10 +26,10 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
-import torch
-from common import ROOT, cpu_name, translator_command
+from common import ROOT, cpu_name, load_config, translator_command
 
 from translator.model.rundir import RunDir
 
@@ -112,8 +112,6 @@ def train(recipe: Recipe, logs: Path) -> None:
 
 def score(recipe: Recipe, logs: Path) -> Row:
     """`translator eval -c CONFIG` on the recipe's trained run, read into a Row."""
-    from common import load_config
-
     config = load_config(ROOT / recipe.config)
     run_dir = RunDir(ROOT / config.train.run_dir)
     if not run_dir.final_record.is_file():
@@ -171,7 +169,7 @@ def machine() -> str:
     extras = f" with {' and '.join(kinds)}" if kinds else " without bf16 instructions"
     cores = len(os.sched_getaffinity(0))  # the ones this process may use
     name = re.sub(r"\((R|TM)\)", "", cpu_name())  # Intel(R) Xeon(R) → Intel Xeon
-    return f"{cores} cores of an {name}{extras}, torch {torch.__version__}"
+    return f"{cores} cores of an {name}{extras}, torch {version('torch')}"
 
 
 def rewrite(path: Path, header: list[str], rows: dict[str, list[str]]) -> None:

@@ -122,8 +122,7 @@ def translate(
     translator = Translator.open(config, default_checkpoint(config, checkpoint))
     started = time.perf_counter()
     glossary = translator.glossary  # loaded before anything is translated
-    if translator.model_line:
-        typer.echo(translator.model_line, err=True)
+    typer.echo(translator.model_line, err=True)
     typer.echo(translator.engine_line, err=True)
     if glossary is not None:
         typer.echo(

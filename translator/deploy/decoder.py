@@ -323,8 +323,7 @@ def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[
     except Exception as exc:  # noqa: BLE001 - reported to the HTTP process as its one line
         connection.send(("failed", str(exc) if isinstance(exc, UserError) else repr(exc)))
         return
-    if translator.model_line:
-        log.info(translator.model_line)
+    log.info(translator.model_line)
     log.info(translator.engine_line)
     connection.send(("ready", str(translator.engine.about.origin), entries, model))
     connection.send(("warm", warmed(decoder, config)))

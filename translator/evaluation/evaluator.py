@@ -109,8 +109,7 @@ def opened(config: Config, checkpoint: Path) -> Translator:
     """The engine, its glossary loaded (a bad one stops here), and its line logged."""
     translator = Translator.open(config, checkpoint)
     translator.glossary  # noqa: B018 - loading it is the check
-    if translator.model_line:
-        log.info(translator.model_line)
+    log.info(translator.model_line)
     log.info(translator.engine_line)
     return translator
 

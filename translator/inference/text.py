@@ -100,7 +100,7 @@ class Translator:
 
     def __init__(self, engine: Engine, decode_cfg: DecodeConfig):
         self.engine, self.decode_cfg = engine, decode_cfg
-        self.model_line = ""  # which checkpoint decodes, and why (`open` says)
+        self.model_line = ""  # which model decodes, and why (`open` sets it)
         self.src_tok, self.tgt_tok = engine.src_tok, engine.tgt_tok
         self.counts: Counter[str] = Counter()  # shared with with_decode's copies
         self.terms = TermPolicy(engine, self.counts)  # the glossary and the names
@@ -119,7 +119,9 @@ class Translator:
         model_dir = str(engine.about.origin) if name == "ctranslate2" else ""
         decode_cfg = dataclasses.replace(config.decode, engine=name, model_dir=model_dir)
         translator = cls(engine, decode_cfg)
-        if not (config.decode.engine == "ctranslate2" and config.decode.model_dir):
+        if config.decode.engine == "ctranslate2" and config.decode.model_dir:
+            translator.model_line = f"model: {config.decode.model_dir} (decode.model_dir)"
+        else:
             translator.model_line = f"model: {checkpoint} ({why(checkpoint)})"
         return translator
 
@@ -147,8 +149,7 @@ class Translator:
         config.decode = changed(decode_cfg or config.decode, **changes)
         config.train.device = str(device)
         translator = cls.open(config, Path(path))
-        if translator.model_line:
-            log.info(translator.model_line)
+        log.info(translator.model_line)
         log.info(translator.engine_line)
         return translator
 
