@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from translator.data.normalization import normalize_en
+from translator.data.spans import overlapping
 from translator.data.tokenizer import Tokenizer
 from translator.errors import UserError
 
@@ -169,6 +170,7 @@ class Glossary:
             return []
         tokens = [(m.start(), m.end(), m.group(0).lower()) for m in _TOKEN.finditer(text)]
         found, i = [], 0
+        overlaps = overlapping(exclude)
         while i < len(tokens):
             hit = self._longest_at(tokens, i)
             if hit is None:
@@ -176,7 +178,7 @@ class Glossary:
                 continue
             length, chinese = hit
             start, end = tokens[i][0], tokens[i + length - 1][1]
-            if not any(s < end and start < e for s, e in exclude):
+            if not overlaps(start, end):
                 found.append(Match(start, end, chinese))
             i += length
         return found

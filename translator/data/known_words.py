@@ -26,6 +26,8 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from translator.data.spans import overlapping
+
 _WORD = re.compile(r"[A-Za-z]+")
 # a capitalised word of two letters or more, not inside a longer word (Linux's: Linux)
 _NAME = re.compile(r"(?<![\w'’-])[A-Z][A-Za-z]+(?![\w-])")
@@ -93,9 +95,10 @@ def unknown(
     case), nor one of them with an English ending (`seen`), left to right, none
     overlapping an `exclude` range."""
     found = []
+    overlaps = overlapping(exclude)
     for match in _NAME.finditer(text):
         start, end = match.span()
-        if seen(match.group(0).lower(), words) or any(s < end and start < e for s, e in exclude):
+        if seen(match.group(0).lower(), words) or overlaps(start, end):
             continue
         found.append((start, end))
     return found

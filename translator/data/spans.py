@@ -29,8 +29,10 @@ protected.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,8 +59,62 @@ _PATTERNS = {
     "emoji": _EMOJI,
     "name": r"\b[a-z]+[A-Z][A-Za-z]*\b|\b[A-Z][a-z]+[A-Z][A-Za-z]*\b",
 }
-_SPAN = re.compile("|".join(f"(?P<{kind}>{p})" for kind, p in _PATTERNS.items()))
 _NUMBER = re.compile(r"(?<![\w.,:])\d+(?:[.,:]\d+)*(?![\w])")  # 5, 6:30, 1,000, 2.5
+_OTHERS = re.compile(
+    "|".join(f"(?P<{kind}>{p})" for kind, p in _PATTERNS.items() if kind != "email")
+)
+_EMAIL = re.compile(_PATTERNS["email"])
+# a run of [\w.+-] that an @ and a domain follow: the only place an e-mail address ends
+_EMAIL_RUN = re.compile(r"(?<![\w.+-])[\w.+-]+(?=@[\w-]+(?:\.[\w-]+)+\b)")
+_BOUNDARY = re.compile(r"\b")
+_BEFORE_EMAIL = ("placeholder", "url")  # the kinds _PATTERNS tries before an address
+
+
+class _Spans:
+    """_PATTERNS as one alternation (the first kind that matches at a place wins), as its
+    `finditer` and `search` give it, in time linear in the text. re's own search of the
+    alternation is not: the e-mail pattern's `\\b` starts an attempt at every word inside a
+    run of [\\w.+-] ("a+a+a+…": 100,000 characters took a minute), and each scans to the
+    run's end for an @. An address's local part ends where its run ends, so an address
+    matches at a word boundary of a run exactly where an @ and a domain follow that run
+    (`_EMAIL_RUN`, one pass): it is tried once, at the first such boundary the search
+    reaches, against the first match of the other kinds, searched for as one alternation."""
+
+    def finditer(self, text: str) -> Iterator[re.Match]:
+        if "@" not in text:
+            yield from _OTHERS.finditer(text)
+            return
+        runs = (m.span() for m in _EMAIL_RUN.finditer(text))
+        run, at = next(runs, None), -1  # at: the first word boundary of `run` from pos
+        other = _OTHERS.search(text)
+        pos = 0
+        while True:
+            while run is not None and at < pos:
+                found = _BOUNDARY.search(text, max(pos, run[0]), run[1])
+                if found and found.start() < run[1]:
+                    at = found.start()
+                else:
+                    run, at = next(runs, None), -1
+            if other is not None and other.start() < pos:
+                other = _OTHERS.search(text, pos)
+            if run is not None and (
+                other is None
+                or at < other.start()
+                or (at == other.start() and other.lastgroup not in _BEFORE_EMAIL)
+            ):
+                match = _EMAIL.match(text, at)  # it matches there (the docstring's why)
+            else:
+                match = other
+            if match is None:
+                return
+            yield match
+            pos = match.end()
+
+    def search(self, text: str) -> re.Match | None:
+        return next(self.finditer(text), None)
+
+
+_SPAN = _Spans()
 
 
 @dataclass(frozen=True)
@@ -79,8 +135,23 @@ def ranges(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _SPAN.finditer(text)]
 
 
+def overlapping(ranges: Sequence[tuple[int, int]]) -> Callable[[int, int], bool]:
+    """A test of whether (start, end) overlaps one of `ranges` (s < end and start < e for
+    one (s, e) of them), in O(log n) a test: a look at every range for each of a
+    sentence's matches would take time quadratic in its length."""
+    ordered = sorted(ranges)
+    starts = [s for s, _ in ordered]
+    reach = list(itertools.accumulate((e for _, e in ordered), max))  # the furthest end yet
+
+    def overlaps(start: int, end: int) -> bool:
+        before = bisect.bisect_left(starts, end)  # the ranges that start before `end`
+        return before > 0 and reach[before - 1] > start
+
+    return overlaps
+
+
 def mask(
-    text: str, pattern: re.Pattern = _SPAN, extra: Sequence[tuple[int, int, str]] = ()
+    text: str, pattern: re.Pattern | _Spans = _SPAN, extra: Sequence[tuple[int, int, str]] = ()
 ) -> tuple[str, list[str]]:
     """The text with its first MAX_PLACEHOLDERS spans as ⦅1⦆, ⦅2⦆, …, and those spans.
     `extra`: more spans (start, end, what the placeholder stands for in the output), that
@@ -142,7 +213,9 @@ def appended(text: str, lost: list[str]) -> str:
     return body + marks
 
 
-def mask_pair(source: str, target: str, pattern: re.Pattern = _SPAN) -> tuple[str, str] | None:
+def mask_pair(
+    source: str, target: str, pattern: re.Pattern | _Spans = _SPAN
+) -> tuple[str, str] | None:
     """A training pair with placeholders on both sides, where every span of the source
     (`pattern`'s matches: the protected spans) is in the target verbatim (each replaced
     once there, in the source's numbering); None where the source has none or the target
@@ -166,8 +239,8 @@ def has_placeholders(tokenizer) -> bool:
 
 def mask_lines(english: list[str], chinese: list[str]) -> int:
     """Placeholders put into training pairs in place (`mask_pair`); returns how many pairs
-    got them. The regular expression runs over every line in C; Python touches only the
-    lines with a span."""
+    got them. The patterns run over every line in C; Python masks only the lines with a
+    span."""
     masked = 0
     for i, source in enumerate(english):
         if _SPAN.search(source) and (pair := mask_pair(source, chinese[i])):

@@ -81,10 +81,12 @@ class TermPolicy:
             found = sorted(found + [Match(s, e, sentence[s:e]) for s, e in unknown])
         if not self.placeholders:
             return [], found
-        carried = [
-            m for m in found if m.identity(sentence) or self.unseen(sentence[m.start : m.end])
-        ]
-        return carried, [m for m in found if m not in carried]
+        carried: list[Match] = []
+        kept: list[Match] = []
+        for m in found:  # one pass: `m not in carried` would be quadratic in the matches
+            carry = m.identity(sentence) or self.unseen(sentence[m.start : m.end])
+            (carried if carry else kept).append(m)
+        return carried, kept
 
     def unseen(self, english: str) -> bool:
         """Whether no word of `english` is one the model was trained on (False where its
