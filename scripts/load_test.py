@@ -10,6 +10,16 @@ bounded), and its page as a person uses it. The modes:
             one by one: each one's status, seconds and the server's
             memory, tracebacks in the server's log, and whether normal requests kept
             succeeding
+  attacks   single requests that try to stop the server for everyone, one at a time, each
+            with an honest /translate sent a second after it and /health timed every 50 ms
+            (its p99 and longest): a body of 95,000 keys with one given twice to /lt/detect
+            without a key, a /document of "a+" * 50,000, 64 texts of "Hi. " * 250 at beam 8,
+            {"q": "a\\ud800"} sent with eight honest requests, malformed values ({"text": 5},
+            {"text": true}, /lt {"q": []}, a lone surrogate as a glossary key), 1,100
+            sockets that send a header line every 5 s (how many the server closed in 32 s),
+            and 40 requests with wrong keys at once to a server with serve.rate_limit 2 and
+            serve.rate_burst 5. The server has an API key (in its environment); the honest
+            requests carry it
   first     the first request after start-up against the ten after it, with
             serve.warm_up off and on in one run: seconds until /health and /ready say 200,
             then one client sends the same request eleven times (waiting for /ready first);
@@ -32,6 +42,7 @@ bounded), and its page as a person uses it. The modes:
     python scripts/load_test.py --clients 32 --seconds 30 --beam 5
     python scripts/load_test.py --mode overload --clients 200 --set serve.max_queue=64
     python scripts/load_test.py --mode hostile --clients 4
+    python scripts/load_test.py --mode attacks -c configs/tiny.toml
     python scripts/load_test.py --mode aggressive --clients 300 --per-request 16
     python scripts/load_test.py --mode first --per-request 3
     python scripts/load_test.py --mode page --checkpoint runs/tatoeba-cpu
@@ -49,6 +60,7 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import os
 import shutil
 import socket
 import statistics
@@ -57,7 +69,11 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,12 +98,7 @@ def model_for(config_path: str, checkpoint: Path | None, work: Path) -> Path:
     if path.is_file():
         return path
     print(f"no checkpoint at {path}: training one for a minute (only serving is measured)")
-    if not tokenizer_file(config.data.dir, "zh").is_file():
-        subprocess.run(
-            translator_command("prepare", "-c", config_path),
-            check=True,
-            cwd=config_home(config_path),
-        )
+    prepared(config_path)
     run = work / "run"
     subprocess.run(
         translator_command(
@@ -98,6 +109,16 @@ def model_for(config_path: str, checkpoint: Path | None, work: Path) -> Path:
         cwd=config_home(config_path),
     )
     return RunDir(run).final.path
+
+
+def prepared(config_path: str) -> None:
+    """The config's data prepared, where it is not yet (the requests are its test split)."""
+    if not tokenizer_file(load_config(config_path).data.dir, "zh").is_file():
+        subprocess.run(
+            translator_command("prepare", "-c", config_path),
+            check=True,
+            cwd=config_home(config_path),
+        )
 
 
 class Server:
@@ -209,7 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", default=str(ROOT / "configs/tatoeba-cpu.toml"))
     parser.add_argument("--checkpoint", type=Path)
-    modes = ("batching", "overload", "hostile", "aggressive", "first", "page")
+    modes = ("batching", "overload", "hostile", "attacks", "aggressive", "first", "page")
     parser.add_argument("--mode", choices=modes, default="batching")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument(
@@ -236,6 +257,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as work:
         checkpoint = model_for(args.config, args.checkpoint, Path(work))
+        prepared(args.config)
         config = load_config(args.config)
         english = read_split(config.data.dir, "test")[0]
         k = args.per_request
@@ -251,6 +273,7 @@ def main() -> None:
             "batching": compare_batching,
             "overload": overload,
             "hostile": hostile,
+            "attacks": attacks,
             "aggressive": aggressive,
             "first": first_request,
         }
@@ -451,7 +474,8 @@ class HealthProbe:
         self.stopped.set()
         ms = [s * 1000 for s in self.results.recv()]
         self.process.join()
-        p99 = statistics.quantiles(ms, n=100)[98] if len(ms) > 1 else float("nan")
+        cuts = statistics.quantiles(ms, n=100, method="inclusive") if len(ms) > 1 else []
+        p99 = cuts[98] if cuts else float("nan")
         return p99, max(ms, default=float("nan")), len(ms)
 
 
@@ -633,6 +657,187 @@ def run_probes(port: int, pid: int) -> list[Outcome]:
         time.sleep(0.5)  # let the server settle before reading its memory
         outcomes.append(Outcome(name, status, seconds, before, rss_mb(pid)))
     return outcomes
+
+
+# ---- attacks: single requests that try to stop the server for everyone -----------------
+# Every wait is bounded by ATTACK_WAIT (an answer not come by then reads "no answer"), so it
+# also runs against a server the attacks stop.
+ATTACK_WAIT = 90.0  # seconds an attack or the honest request beside it is waited for
+KEY = "load-test-attacks-key"
+KEYS_VARIABLE = "TRANSLATOR_API_KEYS"
+HONEST = {"text": ["Where is the station?"]}
+
+
+def post_as(port: int, path: str, body: bytes, wait: float, key: str | None = KEY) -> str:
+    """POST `body`: the status (or "no answer", or the error's name) and the seconds."""
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", body, headers)
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=wait) as response:
+            status = str(response.status)
+    except urllib.error.HTTPError as error:
+        status = str(error.code)
+    except (TimeoutError, urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        status = "no answer" if isinstance(reason, TimeoutError) else type(reason).__name__
+    return f"{status} in {time.perf_counter() - start:.2f} s"
+
+
+def with_honest(port: int, attack, wait: float) -> tuple[str, str]:
+    """Run `attack()` and, a second after it starts, one honest /translate: both outcomes."""
+    with ThreadPoolExecutor(2) as pool:
+        attacked = pool.submit(attack)
+        time.sleep(1.0)
+        honest = pool.submit(post_as, port, "/translate", json.dumps(HONEST).encode(), wait)
+        return attacked.result(), honest.result()
+
+
+def duplicate_keys(port: int, wait: float) -> str:
+    pairs = b",".join(b'"%x":1' % i for i in range(95_000))  # 0.95 MB: under the limit
+    body = b"{" + pairs + b',"5":2}'
+    return post_as(port, "/lt/detect", body, wait, key=None)
+
+
+def regex_document(port: int, wait: float) -> str:
+    return post_as(port, "/document", json.dumps({"text": "a+" * 50_000}).encode(), wait)
+
+
+def many_sentences(port: int, wait: float) -> str:
+    body = json.dumps({"text": ["Hi. " * 250] * 64, "beam": 8}).encode()
+    return post_as(port, "/translate", body, wait)
+
+
+def lone_surrogate(port: int, wait: float) -> str:
+    bad = b'{"q": "a\\ud800"}'
+    bodies = [(bad, "/lt/translate")] + [(json.dumps(HONEST).encode(), "/translate")] * 8
+    with ThreadPoolExecutor(9) as pool:
+        found = list(pool.map(lambda b: post_as(port, b[1], b[0], wait).split()[0], bodies))
+    return f"the bad one {found[0]}; the honest eight {dict(Counter(found[1:]))}"
+
+
+MALFORMED = {
+    '{"text": 5}': ("/translate", b'{"text": 5}'),
+    '{"text": true}': ("/translate", b'{"text": true}'),
+    '/lt {"q": []}': ("/lt/translate", b'{"q": []}'),
+    "glossary key \\ud800": ("/translate", b'{"text": ["Hi."], "glossary": {"\\ud800": "x"}}'),
+}
+
+
+def malformed(port: int, wait: float) -> str:
+    found = {
+        name: post_as(port, path, body, wait).split()[0] for name, (path, body) in MALFORMED.items()
+    }
+    return ", ".join(f"{name} {status}" for name, status in found.items())
+
+
+def slow_headers(port: int, wait: float, sockets: int = 1100, seconds: float = 32.0) -> str:
+    """Sockets that each send a request line, then a header line every 5 s, never the end
+    of the headers: how many the server closed within `seconds`."""
+    held = []
+    for _ in range(sockets):
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            sock.setblocking(False)
+            held.append(sock)
+        except OSError:
+            break
+    opened, closed = len(held), set()
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        time.sleep(min(5.0, max(0.0, until - time.monotonic())))
+        for i, sock in enumerate(held):
+            if i not in closed and not _still_open(sock):
+                closed.add(i)
+    for sock in held:
+        sock.close()
+    return f"{opened} opened, {len(closed)} closed by the server after {seconds:g} s"
+
+
+def _still_open(sock: socket.socket) -> bool:
+    """Send one more header line; whether the server still holds the connection."""
+    try:
+        if sock.recv(1, socket.MSG_PEEK) == b"":
+            return False
+    except BlockingIOError:
+        pass
+    except OSError:
+        return False
+    try:
+        sock.send(b"X-a: b\r\n")
+        return True
+    except OSError:
+        return False
+
+
+def wrong_keys(port: int, wait: float) -> str:
+    body = json.dumps(HONEST).encode()
+    with ThreadPoolExecutor(40) as pool:
+        found = pool.map(lambda i: post_as(port, "/translate", body, wait, f"wrong{i}"), range(40))
+        statuses = Counter(outcome.split()[0] for outcome in found)
+    return ", ".join(f"{count} × {status}" for status, count in sorted(statuses.items()))
+
+
+ATTACKS = {
+    "duplicate keys": duplicate_keys,
+    "regex document": regex_document,
+    "16,000 sentences": many_sentences,
+    "lone surrogate": lone_surrogate,
+    "malformed": malformed,
+    "slow headers": slow_headers,
+}
+
+
+def until_healthy(port: int, seconds: float) -> None:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
+            return
+        except OSError:
+            time.sleep(0.5)
+
+
+def run_attacks(server: Server, attacks: dict) -> list[tuple]:
+    rows = []
+    for name, attack in attacks.items():
+        probe = HealthProbe(server.port)
+        run = lambda a=attack: a(server.port, ATTACK_WAIT)  # noqa: E731
+        outcome, honest = with_honest(server.port, run, ATTACK_WAIT)
+        rows.append((name, outcome, honest, probe.stop()))
+        until_healthy(server.port, ATTACK_WAIT)
+    return rows
+
+
+def attacks(args, checkpoint: Path, bodies: list[bytes], work: Path) -> bool:
+    """Each of ATTACKS against a server with an API key, one at a time, then the wrong
+    keys against a server with a rate limit of its own."""
+    os.environ[KEYS_VARIABLE] = KEY  # the servers' key, from the environment
+    log, second = work / "server.log", work / "limited.log"
+    server = Server(args.config, checkpoint, True, args.set, log)
+    try:
+        until_healthy(server.port, 120)
+        rows = run_attacks(server, ATTACKS)
+    finally:
+        code = server.stop()
+    limited = [*args.set, "serve.rate_limit=2", "serve.rate_burst=5"]
+    server = Server(args.config, checkpoint, True, limited, second)
+    try:
+        until_healthy(server.port, 120)
+        rows += run_attacks(server, {"wrong keys": wrong_keys})
+    finally:
+        server.stop()
+    logs = log.read_text(errors="replace") + second.read_text(errors="replace")
+    tracebacks = logs.count("Traceback")
+    print("\n| attack | what it got | an honest /translate a second later | /health p99 ms (max) |")
+    print("| --- | --- | --- | ---: |")
+    for name, outcome, honest, (p99, longest, _) in rows:
+        print(f"| {name} | {outcome} | {honest} | {p99:.0f} ({longest:.0f}) |")
+    print(f"\ntracebacks in the server logs: {tracebacks}; exit code on SIGTERM: {code}")
+    return bool(tracebacks)
 
 
 # ---- page ----------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 
 from translator.corpus.split import SPLIT_NAMES, plan_split, sentence_keys
-from translator.data.batching import Batch, collate_padded, encode, pad, plan_batches
-from translator.data.tokenizer import Tokenizer
+from translator.data.batching import Batch, collate_padded, pad, plan_batches
+from translator.data.tokenizer import Tokenizer, encode
 from translator.inference.search import Greedy, beam_search
 from translator.model.transformer import Transformer
 

@@ -494,7 +494,7 @@ def test_an_imported_opus_model_teaches_a_student_and_is_served(tmp_path):
     assert zh == teacher.translate(en)
 
     pytest.importorskip("fastapi")
-    pytest.importorskip("uvicorn")
+    pytest.importorskip("granian")
     from test_serve import app_in_thread, post
 
     from translator.deploy.decoder import LocalDecoder

@@ -20,7 +20,7 @@ import pytest
 from conftest import tiny_config
 
 pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
+pytest.importorskip("granian")
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is not installed (make install installs it)"
 )

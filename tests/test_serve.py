@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -29,9 +30,14 @@ from translator.inference.hypothesis import Hypothesis
 from translator.inference.text import Translator
 
 pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-from translator.deploy.decoder import LocalDecoder  # noqa: E402
-from translator.deploy.server import BadRequest, Batcher, Settings, check_request  # noqa: E402
+pytest.importorskip("granian")
+from translator.deploy.batcher import Batcher  # noqa: E402
+from translator.deploy.decoder import (
+    LocalDecoder,  # noqa: E402
+    Settings,  # noqa: E402
+)
+from translator.deploy.intake import check_request  # noqa: E402
+from translator.deploy.limits import BadRequest  # noqa: E402
 
 SENTENCES = ["Tom can see the cat.", "I will buy the book.", "", "She should draw the flower."]
 
@@ -81,22 +87,27 @@ def serving(config_file: Path, *options: str, with_process: bool = False):
 
 
 @contextlib.contextmanager
-def app_in_thread(app):
-    """`app` (create_app's) served by uvicorn in a thread on a free port, without the
-    decoding process `serve` spawns (ten seconds less a server); yields its base URL."""
-    import uvicorn
+def app_in_thread(app, serve_cfg: ServeConfig | None = None):
+    """`app` (create_app's) served as `serve` serves it (listen.py), in a thread on a free
+    port, without the decoding process `serve` spawns (ten seconds less a server); yields
+    its base URL."""
+    from translator.deploy.listen import server_for
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    server = server_for(app, dataclasses.replace(serve_cfg or ServeConfig(), port=port))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),))
     thread.start()
     try:
-        while not server.started and thread.is_alive():
-            thread.join(0.02)
+        for _ in range(500):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                break
+            time.sleep(0.02)
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
-        thread.join(10)
+        loop.call_soon_threadsafe(server.stop)
+        thread.join(30)
+        loop.close()
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +171,13 @@ def test_translations_equal_the_library_and_the_page_is_served(server, trained):
         ({"text": ["Hi."], "beam": "5"}, 422, '"beam"'),
         ({"text": ["Hi."], "beam": 99}, 422, '"beam"'),
         ({"text": ["Hi."], "lang": "fr"}, 422, "unknown field(s): lang"),
-        ({"text": ["Hi."] * 65}, 413, "too many sentences: 65 > 64"),
+        ({"text": ["Hi."] * 257}, 413, "too many texts: 257 > 256"),
+        ({"text": ["Hi. " * 250] * 2}, 413, "hold 500 after splitting > 256 (serve.max_"),
+        ({"text": 5}, 422, '"text" must be a list of strings'),
+        ({"text": True}, 422, '"text" must be a list of strings'),
         ({"text": ["a" * 1001]}, 413, "1001 characters > 1000"),
+        ({"text": ["a\ud800"]}, 422, '"text"[0] holds a lone surrogate'),
+        ({"text": ["Hi."], "glossary": {"\udc00": "x"}}, 422, 'a key of "glossary" holds'),
         ({"text": ["Hi."], "glossary": {"GPU": ""}}, 400, "entry 'GPU': the Chinese side is empty"),
         ({"text": ["Hi."], "glossary": {"GPU": "显卡", "gpu": "卡"}}, 400, "'gpu' is given twice"),
         ({"text": ["Hi."], "glossary": {"GPU": 3}}, 422, '"glossary" must be an object'),
@@ -353,10 +369,10 @@ def test_a_document_comes_back_line_for_line_in_chunks_of_max_sentences():
         bad_beam = call(url + "/document", json.dumps({"text": "Hi.", "beam": 99}).encode())
         empty = call(url + "/document", json.dumps({"text": ""}).encode())
     assert status == 200, done
-    expected = "ONE. TWO.\r\n\r\nSEE HTTP://X.Y\r\nFOUR\r\n  \r\nFIVE\r\n"
+    expected = "ONE.TWO.\r\n\r\nSEE HTTP://X.Y\r\nFOUR\r\n  \r\nFIVE\r\n"  # as sentences join
     assert done["translation"] == expected and done["lines"] == 4  # blank lines kept as given
     assert done["notes"] == [{"line": 3, "lost": ["http://x.y"], "appended": [], "missed": []}]
-    assert fake.calls == [["One. Two.", "see http://x.y"], ["four", "five"]]  # 2 at a time
+    assert fake.calls == [["One.", "Two."], ["see http://x.y", "four"], ["five"]]  # 2 at a time
     assert too_long[0] == 413 and "200 (serve.max_document_chars)" in too_long[1]["error"]
     assert not_text == (422, {"error": '"text" must be a string'})
     assert bad_beam[0] == 422 and '"beam"' in bad_beam[1]["error"]
@@ -481,9 +497,9 @@ def test_a_decoding_process_that_cannot_start_again_is_a_503_naming_no_file(monk
 
 def test_check_request_reads_the_defaults_and_checks_split_and_nbest():
     limits, defaults = ServeConfig(), Settings(beam=5, split=True)
-    assert check_request({"text": ["Hi."]}, limits, defaults) == (["Hi."], defaults)
-    asked = {"text": ["Hi."], "beam": 3, "split": False, "nbest": 2}
-    assert check_request(asked, limits, defaults) == (["Hi."], Settings(3, False, 2))
+    assert check_request({"text": ["Hi."]}, limits, defaults) == (["Hi."], defaults, [1])
+    asked = {"text": ["Hi. Ho."], "beam": 3, "split": False, "nbest": 2}
+    assert check_request(asked, limits, defaults) == (["Hi. Ho."], Settings(3, False, 2), [1])
     for bad in ({"beam": True}, {"split": 1}, {"nbest": 4, "beam": 3}, {"nbest": -1}):
         with pytest.raises(BadRequest):
             check_request({"text": ["Hi."], **bad}, limits, defaults)

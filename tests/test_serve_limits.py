@@ -17,9 +17,9 @@ from conftest import tiny_config, to_toml
 pytest.importorskip("fastapi")
 from test_serve import CountingTranslator, call, post, serving  # noqa: E402
 
-from translator.deploy.decoder import LocalDecoder  # noqa: E402
+from translator.deploy.batcher import Batcher  # noqa: E402
+from translator.deploy.decoder import LocalDecoder, Settings  # noqa: E402
 from translator.deploy.limits import BadRequest  # noqa: E402
-from translator.deploy.server import Batcher, Settings  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -256,7 +256,7 @@ def test_serve_names_and_counts_the_spans_the_guard_put_at_the_end(masked_run):
     with decode.span_guard: /translate names the span put at the end (plain and n-best
     answers), /lt translates as the library does, and /metrics counts every one."""
     pytest.importorskip("fastapi")
-    pytest.importorskip("uvicorn")
+    pytest.importorskip("granian")
     from test_serve import app_in_thread, call, post
     from test_serve_clients import lt_post
 

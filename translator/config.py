@@ -316,20 +316,27 @@ class ServeConfig:
     batching: bool = True  # decode requests that arrive together as one batch
     batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others
     warm_up: bool = True  # decode a few batches at start-up, before /ready says 200
-    max_sentences: int = 64  # per request
-    max_chars: int = 1000  # per sentence
+    max_sentences: int = 256  # a request's sentences after splitting (its texts too)
+    max_chars: int = 1000  # a text's (a document's sentences are cut to it)
     max_document_chars: int = 100_000  # a document (POST /document, the page's file)
     max_beam: int = 8
     max_glossary_entries: int = 1000  # entries of a request's own glossary
     max_glossary_kb: int = 64  # ... and their size, English and Chinese, in UTF-8
+    max_term_chars: int = 100  # ... and each term's, English or Chinese
     max_queue: int = 512  # sentences waiting to be decoded; beyond: 503 with Retry-After
     max_body_kb: int = 1024  # a larger request body is refused (413) before it is read
     read_timeout_s: float = 10.0  # a request body must arrive within this (else 408)
     request_timeout_s: float = 60.0  # no answer within this: 503
+    busy_s: float = 30.0  # a batch or a request's wait for its next batch longer: /ready 503
+    header_timeout_s: float = 5.0  # a request's headers within this (also: idle keep-alive)
+    max_connections: int = 4096  # open at once; more wait in the listen queue
     rate_limit: float = 0.0  # POST requests a second per API key (or address); beyond: 429
     rate_burst: int = 10  # requests a client may send at once before serve.rate_limit applies
     refusal_delay_s: float = 1.0  # a 503 or 429 is answered after this (at most its wait)
-    api_keys: list[str] = field(default_factory=list)  # with any (or TRANSLATOR_API_KEYS): 401
+    # with any (here, in TRANSLATOR_API_KEYS or in api_key_file): 401 without one; never
+    # saved (Config.to_dict leaves it empty: SECRETS)
+    api_keys: list[str] = field(default_factory=list)
+    api_key_file: str = ""  # a file of keys, one a line (# comments); read by `serve`
     cors_origins: list[str] = field(default_factory=list)  # origins browsers may call from
 
     def check(self) -> None:
@@ -341,10 +348,14 @@ class ServeConfig:
             max_beam=self.max_beam,
             max_glossary_entries=self.max_glossary_entries,
             max_glossary_kb=self.max_glossary_kb,
+            max_term_chars=self.max_term_chars,
             max_queue=self.max_queue,
             max_body_kb=self.max_body_kb,
             read_timeout_s=self.read_timeout_s,
             request_timeout_s=self.request_timeout_s,
+            busy_s=self.busy_s,
+            header_timeout_s=self.header_timeout_s,
+            max_connections=self.max_connections,
         )
         _require(0 <= self.port <= 65535, "config key 'serve.port' must be from 0 to 65535")
         _require(self.batch_wait_ms >= 0, "config key 'serve.batch_wait_ms' must be >= 0")
@@ -392,10 +403,29 @@ class Config:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """As TOML would give it (what config.json records)."""
+        """As TOML would give it, less its secrets (what config.json, checkpoints, releases
+        and exports record)."""
         raw = dataclasses.asdict(self)
         raw["data"]["inputs"] = [corpus.entry() for corpus in self.data.inputs]
+        without_secrets(raw)
         return raw
+
+
+# Keys whose values are never written to disk: Config.to_dict leaves them empty, and a
+# config saved before that (a checkpoint's) is read without them (model/checkpoint.py).
+SECRETS = (("serve", "api_keys"),)
+
+
+def without_secrets(raw: dict[str, Any]) -> list[str]:
+    """Empty the SECRETS that `raw` (a config as TOML gives it) holds, in place; the names
+    of those that held a value."""
+    dropped = []
+    for section, key in SECRETS:
+        values = raw.get(section)
+        if isinstance(values, dict) and values.get(key):
+            values[key] = []
+            dropped.append(f"{section}.{key}")
+    return dropped
 
 
 def _positive(section: str, **values: float) -> None:
@@ -532,6 +562,7 @@ PATH_KEYS = (
     ("train", "teacher"),
     ("decode", "model_dir"),
     ("decode", "glossary"),
+    ("serve", "api_key_file"),
     ("distill", "teacher"),
     ("distill", "out"),
 )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import signal
 import socket
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -164,14 +162,16 @@ def serve(
     set_: SetOpt = None,
 ):
     """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
+    from translator.deploy.access import api_keys
     from translator.deploy.decoder import DecoderProcess
     from translator.deploy.server import create_app, require_fastapi
 
     values = run_options(device, beam, None, engine, model, glossary, precision)
     values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
     config = config_module.load(config_file, set_ or [], values)
+    api_keys(config.serve)  # a key file that cannot be read: one line, before the model loads
     require_fastapi()
-    import uvicorn
+    from translator.deploy.listen import serve_app
 
     setup = functools.partial(setup_process, keep_memory=False)  # back down after a flood
     setup()
@@ -183,23 +183,13 @@ def serve(
     app_ = create_app(decoder, config.decode, config.serve, about)
     address = f"http://{config.serve.host}:{config.serve.port}"
     typer.echo(f"serving {decoder.origin} on {address} (Ctrl-C stops)")
-    # SIGTERM: uvicorn stops accepting, finishes what it admitted, then raises the signal
-    # again once it has restored this handler: exit 0, a clean stop for a process manager
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        uvicorn.run(
-            app_,
-            host=config.serve.host,
-            port=config.serve.port,
-            log_level="warning",
-            timeout_graceful_shutdown=int(config.serve.request_timeout_s),
-        )
-    finally:
-        decoder.close()  # the decoding process ignores signals: it ends when its pipe closes
+    # SIGTERM or Ctrl-C: no new connections, what was admitted answered, then exit 0; the
+    # decoding process ignores signals: it ends when its pipe closes
+    serve_app(app_, config.serve, on_stop=decoder.close)
 
 
 def _check_free(host: str, port: int) -> None:
-    """One clear line if the address cannot be bound, before uvicorn tries."""
+    """One clear line if the address cannot be bound, before the server tries."""
     try:
         socket.create_server((host, port)).close()
     except OSError as exc:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from translator.data.tokenizer import BOS, EOS, PAD, Tokenizer
+from translator.data.tokenizer import BOS, EOS, PAD
 
 
 @dataclass
@@ -36,11 +36,6 @@ class Batch:
             move(self.src_mask),
             self.n_tokens,
         )
-
-
-def encode(lines: Sequence[str], tokenizer: Tokenizer) -> list[np.ndarray]:
-    """Each line → int32 array of its piece ids followed by EOS."""
-    return [np.array(ids + [EOS], dtype=np.int32) for ids in tokenizer.encode(list(lines))]
 
 
 def padding_mask(ids: torch.Tensor) -> torch.Tensor:

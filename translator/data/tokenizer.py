@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +125,11 @@ def _train(
                 f"SentencePiece allows at most {limit.group(1)}"
             ) from None
         raise UserError(f"SentencePiece training failed on {text_file}: {message}") from None
+
+
+def encode(lines: Sequence[str], tokenizer: Tokenizer) -> list[np.ndarray]:
+    """Each line → int32 array of its piece ids followed by EOS."""
+    return [np.array(ids + [EOS], dtype=np.int32) for ids in tokenizer.encode(list(lines))]
 
 
 def load_tokenizer(model: Path | bytes) -> Tokenizer:

@@ -14,8 +14,11 @@ server's time (measured in docs/deploy.md). A held refusal costs a sleeping task
 The rate limit is a token bucket per client: `serve.rate_burst` requests at once, refilled
 at `serve.rate_limit` a second (0: no limit). A client is its API key when keys are set
 and the request carries a valid one in a header, else its address (uvicorn's: behind a
-proxy on this machine, the X-Forwarded-For it sets). Only POST requests count: they are the
-ones that translate; the page, /health, /ready, /metrics and /openapi.json do not. Buckets of
+proxy on this machine, the X-Forwarded-For it sets). POST requests count (they are the ones
+that translate), and so does any request that access.py will refuse for its key: a wrong
+or missing key is counted against its address before it is checked, so keys cannot be
+guessed faster than the limit. The page, /health, /ready, /metrics and /openapi.json with
+a valid key (or none needed) do not count. Buckets of
 clients idle long enough to have refilled are dropped, so memory stays bounded by the
 clients of the last minute.
 """
@@ -27,7 +30,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from translator.deploy.access import accepted, presented
+from translator.deploy.access import accepted, presented, refused
 from translator.deploy.limits import BadRequest, respond
 
 TRANSLATING = (
@@ -85,7 +88,7 @@ class Admission:
         metrics.clients.set_function(lambda: len(self.buckets.buckets) if self.buckets else 0)
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http" or not (scope["method"] == "POST" or refused(scope, self.keys)):
             await self.app(scope, receive, send)
             return
         if self.buckets and (wait := self.buckets.wait(self.client(scope))):

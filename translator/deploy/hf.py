@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -627,7 +627,7 @@ def import_hf(
     if model_cfg.tie_embeddings:  # one tensor, as the model holds it
         weights["project.weight"] = weights["tgt_embed.tokens.weight"]
     payload = {
-        "config": asdict(config),
+        "config": config.to_dict(),
         "tokenizers": {"src": "source.spm", "tgt": "target.spm"},
         "tokenizer_models": models,
         "model": weights,

@@ -14,6 +14,7 @@ missing or wrong key when the server has keys (given as `api_key` or as a header
 Translations go through the server's batcher, so they share its queue and its limits.
 """
 
+import asyncio
 import html  # no `from __future__ import annotations`: FastAPI reads the routes' types
 from html.parser import HTMLParser
 from typing import Any
@@ -22,6 +23,7 @@ from urllib.parse import parse_qs
 from translator.config import ServeConfig
 from translator.deploy.access import accepted, presented
 from translator.deploy.decoder import best
+from translator.deploy.intake import check_sentences, costs, off_loop
 from translator.deploy.limits import BadRequest, parse_json
 
 SOURCES, TARGETS = ("en", "auto"), ("zh", "zh-Hans", "zh-CN")
@@ -52,17 +54,34 @@ def check_key(fields: dict[str, Any], scope, keys: list[str]) -> None:
         raise BadRequest(403, "Invalid API key")
 
 
-def texts_of(fields: dict[str, Any], max_sentences: int) -> tuple[list[str], bool]:
-    """The texts to translate and whether `q` was a list; BadRequest for bad fields."""
+async def fields_of(request, keys: list[str]) -> dict[str, Any]:
+    """A request's fields (read_body: in a worker thread for a large body), its key
+    checked (403): the key may come in the body, so the body is read first; reading it
+    is linear in its size, and its size is bounded (limits.py)."""
+    body, kind = await request.body(), request.headers.get("content-type", "")
+    fields = await off_loop(len(body), lambda: read_body(body, kind))
+    check_key(fields, request.scope, keys)
+    return fields
+
+
+def texts_of(fields: dict[str, Any], serve_cfg: ServeConfig) -> tuple[list[str], bool]:
+    """The texts to translate and whether `q` was a list; BadRequest naming the field for
+    bad fields, and the limit for too many or too long texts."""
     q = fields.get("q")
-    if q is None or q == "":
+    if q is None or q == "" or q == []:
         raise BadRequest(400, "Invalid request: missing q parameter")
     listed = isinstance(q, list)
     texts = q if listed else [q]
     if not all(isinstance(t, str) for t in texts):
         raise BadRequest(400, "Invalid request: q must be a string or a list of strings")
-    if len(texts) > max_sentences:
-        raise BadRequest(400, f"Invalid request: at most {max_sentences} texts")
+    if len(texts) > serve_cfg.max_sentences:
+        raise BadRequest(400, f"Invalid request: at most {serve_cfg.max_sentences} texts")
+    if (longest := max(map(len, texts))) > serve_cfg.max_chars:
+        raise BadRequest(400, f"Invalid request: a text of {longest} characters exceeds "
+                              f"the limit of {serve_cfg.max_chars}")  # fmt: skip
+    for name in ("source", "target", "format", "api_key"):
+        if not isinstance(fields.get(name, ""), str | None):
+            raise BadRequest(400, f"Invalid request: {name} must be a string")
     if fields.get("source", "en") not in SOURCES:
         raise BadRequest(400, f"{fields.get('source')} is not supported: the source is en")
     if fields.get("target", "zh") not in TARGETS:
@@ -105,8 +124,10 @@ class Markup(HTMLParser):
 
 
 async def translate_html(pages: list[str], translate) -> list[str]:
-    """Each page with its text nodes translated (all of them in one call), markup kept."""
-    parsed = [Markup(page).parts for page in pages]
+    """Each page with its text nodes translated (all of them in one call), markup kept.
+    The pages are parsed in a worker thread: Python's HTML parser takes time quadratic in
+    an unclosed tag (CPython gh-135462), bounded here by serve.max_chars a page."""
+    parsed = await asyncio.to_thread(lambda: [Markup(page).parts for page in pages])
     nodes = [text.strip() for parts in parsed for is_text, text in parts if is_text]
     done = iter(await translate(nodes))
     out = []
@@ -130,29 +151,29 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
     from translator.deploy.schema import ErrorResponse, LibreTranslateResponse
 
     schema = model.model_json_schema()
+    fields = ("q", "api_key")  # what /detect reads
+    asked = {**schema, "properties": {name: schema["properties"][name] for name in fields}}
     kinds = ("application/json", "application/x-www-form-urlencoded")
-    documented = {
-        "openapi_extra": {
-            "requestBody": {"required": True, "content": {k: {"schema": schema} for k in kinds}}
-        },
-        "responses": {400: {"model": ErrorResponse}, 403: {"model": ErrorResponse}},
-        "tags": ["LibreTranslate"],
-    }
+    refusals = {400: {"model": ErrorResponse}, 403: {"model": ErrorResponse}}
+
+    def documented(body: dict) -> dict:
+        content = {kind: {"schema": body} for kind in kinds}
+        extra = {"requestBody": {"required": True, "content": content}}
+        return {"openapi_extra": extra, "responses": refusals, "tags": ["LibreTranslate"]}
 
     async def translate(texts: list[str]) -> list[str]:
-        found = await batcher.translate(texts, settings) if texts else []
-        return [h.text for h in best(found)]
+        if not texts:
+            return []
+        size = sum(map(len, texts))
+        counted = await off_loop(size, lambda: costs(texts, settings.split))
+        check_sentences(counted, serve_cfg)
+        return [h.text for h in best(await batcher.translate(texts, settings, counted))]
 
-    @app.post("/lt/translate", response_model=LibreTranslateResponse, **documented)
+    @app.post("/lt/translate", response_model=LibreTranslateResponse, **documented(schema))
     async def lt_translate(request: Request):
         """LibreTranslate's /translate: q, source, target, format, api_key."""
-        fields = read_body(await request.body(), request.headers.get("content-type", ""))
-        check_key(fields, request.scope, keys)
-        texts, listed = texts_of(fields, serve_cfg.max_sentences)
-        longest = max(map(len, texts))
-        if longest > serve_cfg.max_chars:
-            raise BadRequest(400, f"Invalid request: a text of {longest} characters exceeds "
-                                  f"the limit of {serve_cfg.max_chars}")  # fmt: skip
+        fields = await fields_of(request, keys)
+        texts, listed = texts_of(fields, serve_cfg)
         if fields.get("format") == "html":
             done = await translate_html(texts, translate)
         else:
@@ -166,9 +187,8 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
     async def lt_languages():
         return LANGUAGES
 
-    @app.post("/lt/detect", responses=documented["responses"], tags=["LibreTranslate"])
+    @app.post("/lt/detect", **documented(asked))
     async def lt_detect(request: Request):
         """Every text is taken for English: it is the only source language."""
-        fields = read_body(await request.body(), request.headers.get("content-type", ""))
-        check_key(fields, request.scope, keys)
+        texts_of(await fields_of(request, keys), serve_cfg)
         return [{"confidence": 100.0, "language": "en"}]

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,12 @@ class BadRequest(Exception):
 
 
 def parse_json(body: bytes) -> Any:
-    """`body` as JSON, strictly: UTF-8, no NaN or Infinity, no key given twice, and any
-    nesting or number Python cannot take is a 400, never an exception of another kind."""
+    """`body` as JSON, strictly: UTF-8, no NaN or Infinity, no key given twice, no lone
+    surrogate in a string (it is not text: the field is named), and any nesting or number
+    Python cannot take is a 400, never an exception of another kind. Linear in the body's
+    size, whatever it holds."""
     try:
-        return json.loads(
+        value = json.loads(
             body.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys
         )
     except UnicodeDecodeError:
@@ -48,6 +51,9 @@ def parse_json(body: bytes) -> Any:
         raise BadRequest(400, "the JSON is nested too deeply") from None
     except ValueError as exc:  # a duplicate key, NaN, or an integer of thousands of digits
         raise BadRequest(400, f"the body is not acceptable JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(body) and (where := lone_surrogate(value)) is not None:
+        raise BadRequest(422, f"{where} holds a lone surrogate (\\uD800–\\uDFFF): not text")
+    return value
 
 
 def _no_constant(name: str) -> float:
@@ -55,11 +61,35 @@ def _no_constant(name: str) -> float:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        twice = sorted({key for key in keys if keys.count(key) > 1})
-        raise ValueError(f"key {twice[0]!r} is given more than once")
-    return dict(pairs)
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"key {twice!r} is given more than once")
+    return found
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # how JSON writes one: \ud800
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """Where the first string (or key) of a parsed JSON value that holds a lone surrogate
+    is, as `"text"[0]`, `a key of "glossary"` or `the body`; None where none does. Visits
+    each value once."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str) and _LONE.search(item):
+            return where or "the body"
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if _LONE.search(key):
+                    return f"a key of {where or 'the body'}"
+                stack.append((inner, f'{where}["{key[:40]}"]' if where else f'"{key[:40]}"'))
+        elif isinstance(item, list):
+            stack += [(inner, f"{where}[{i}]") for i, inner in enumerate(item)]
+    return None
 
 
 class _TooLarge(Exception):

@@ -142,7 +142,7 @@ class ServerInfo(BaseModel):
     beam: int = Field(description="The default beam (decode.beam).")
     limits: dict[str, int] = Field(
         description="max_sentences, max_chars, max_beam, max_document_chars, "
-        "max_glossary_entries (serve.*)."
+        "max_glossary_entries, max_term_chars (serve.*)."
     )
     keys: bool = Field(description="Whether requests need an API key.")
     glossary: int = Field(description="Entries of the server's own glossary.")
@@ -161,16 +161,14 @@ class LibreTranslateResponse(BaseModel):
 def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseModel]]:
     """Our request model and LibreTranslate's, with this server's limits in them."""
     text = Annotated[str, StringConstraints(max_length=serve_cfg.max_chars)]
+    term = Annotated[str, StringConstraints(max_length=serve_cfg.max_term_chars)]
     ours = create_model(
         "TranslateRequest",
         __base__=TranslateRequest,
         text=(list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)),
         beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam)),
         nbest=(int, Field(0, ge=0, le=serve_cfg.max_beam)),
-        glossary=(
-            dict[Annotated[str, StringConstraints(max_length=serve_cfg.max_chars)], text] | None,
-            Field(None, max_length=serve_cfg.max_glossary_entries),
-        ),
+        glossary=(dict[term, term] | None, Field(None, max_length=serve_cfg.max_glossary_entries)),
     )
     filled = Annotated[str, StringConstraints(min_length=1, max_length=serve_cfg.max_chars)]
     theirs = create_model(
@@ -187,7 +185,7 @@ def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseMo
 
 def document_model(serve_cfg: ServeConfig) -> type[BaseModel]:
     """The request model of POST /document, with this server's limits in it."""
-    term = Annotated[str, StringConstraints(max_length=serve_cfg.max_chars)]
+    term = Annotated[str, StringConstraints(max_length=serve_cfg.max_term_chars)]
     return create_model(
         "DocumentRequest",
         __base__=DocumentRequest,

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from translator.data.batching import encode
-from translator.data.tokenizer import EOS, Tokenizer, source_prefix
+from translator.data.tokenizer import EOS, Tokenizer, encode, source_prefix
 
 CLAUSE_END = re.compile(r"[.!?,;:)\]}\u2013\u2014]$")  # a piece that may end a clause
 _WORD_START = "\u2581"  # SentencePiece's mark of a piece that begins a word

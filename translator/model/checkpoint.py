@@ -4,19 +4,25 @@ crash or Ctrl-C mid-write leaves the previous checkpoint intact.
 A checkpoint carries everything `translate` needs: the config it was trained with, the
 tokenizer paths and the tokenizer models themselves (a few hundred kB), and the weights;
 `last` and `best` also carry the optimiser/scheduler state and epoch for `--resume`.
+The config never holds an API key (Config.to_dict); one saved by an older version is
+dropped when the checkpoint is read (`load`), with a warning.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import pickle
 from pathlib import Path
 from typing import Any
 
 from translator.atomic import atomic_write
+from translator.config import without_secrets
 from translator.errors import UserError
 
 FORMAT = 1
+log = logging.getLogger(__name__)
+_warned: set[Path] = set()  # checkpoints whose dropped keys were warned about
 
 
 def checkpoint_dir(run_dir: str | Path) -> Path:
@@ -123,4 +129,20 @@ def load(path: str | Path, mmap: bool = False) -> dict[str, Any]:
         raise UserError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"{path} is not a translator checkpoint (format {FORMAT})")
+    _drop_secrets(payload, path)
     return payload
+
+
+def _drop_secrets(payload: dict[str, Any], path: Path) -> None:
+    """A config saved by an older version may hold API keys (serve.api_keys): they are
+    dropped, never used, and said so once a file."""
+    dropped = without_secrets(payload["config"]) if isinstance(payload.get("config"), dict) else []
+    if dropped and path.resolve() not in _warned:
+        _warned.add(path.resolve())
+        log.warning(
+            "%s: its config holds %s (saved by an older version): dropped, not used. API "
+            "keys come from TRANSLATOR_API_KEYS, serve.api_key_file or the config you serve "
+            "with; none is saved",
+            path,
+            ", ".join(dropped),
+        )
