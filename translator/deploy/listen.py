@@ -13,8 +13,8 @@ from holding the server:
 uvicorn has no header timeout (a client that sends a header line every few seconds holds
 its connection forever) and its `limit_concurrency` counts such connections, answering
 503 to honest ones; hypercorn's keep-alive timeout bounds headers but it has no
-connection cap and took 2.3–2.6 times uvicorn's CPU per request; granian has all three
-and costs about what uvicorn does (docs/deploy.md#slow-clients-and-connections). Behind
+connection cap and parses HTTP in Python; granian has all three from its own options
+(docs/deploy.md#slow-clients-and-connections). Behind
 a proxy on this machine, the client's address is taken from X-Forwarded-For (granian's
 proxy-headers wrapper, trusting 127.0.0.1 only). SIGTERM and SIGINT stop it: no new
 connections, the requests admitted answered, then `serve_app` returns.
