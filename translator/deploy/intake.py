@@ -74,10 +74,15 @@ def check_request(
     text = body.get("text")
     if isinstance(text, list):
         if len(text) > serve_cfg.max_sentences:
-            raise BadRequest(413, f"too many texts: {len(text)} > {serve_cfg.max_sentences}")
+            raise BadRequest(
+                413,
+                f"too many texts: {len(text)} > {serve_cfg.max_sentences} (serve.max_sentences)",
+            )
         longest = max((len(s) for s in text if isinstance(s, str)), default=0)
         if longest > serve_cfg.max_chars:
-            raise BadRequest(413, f"a text has {longest} characters > {serve_cfg.max_chars}")
+            raise BadRequest(
+                413, f"a text has {longest} characters > {serve_cfg.max_chars} (serve.max_chars)"
+            )
     check_glossary_size(body.get("glossary"), serve_cfg)
     try:
         request = (model or request_models(serve_cfg)[0]).model_validate(body)
@@ -172,11 +177,17 @@ def check_glossary_size(glossary: Any, serve_cfg: ServeConfig) -> None:
         return
     if len(glossary) > serve_cfg.max_glossary_entries:
         raise BadRequest(
-            413, f"too many glossary entries: {len(glossary)} > {serve_cfg.max_glossary_entries}"
+            413,
+            f"too many glossary entries: {len(glossary)} > {serve_cfg.max_glossary_entries} "
+            "(serve.max_glossary_entries)",
         )
     size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in glossary.items())
     if size > serve_cfg.max_glossary_kb * 1024:
-        raise BadRequest(413, f"the glossary has {size:,} bytes > {serve_cfg.max_glossary_kb} KB")
+        raise BadRequest(
+            413,
+            f"the glossary has {size:,} bytes > {serve_cfg.max_glossary_kb} KB "
+            "(serve.max_glossary_kb)",
+        )
 
 
 def explained(errors: list[dict], serve_cfg: ServeConfig, text: str = "a list of strings") -> str:
