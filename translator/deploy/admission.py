@@ -13,8 +13,8 @@ server's time (measured in docs/deploy.md). A held refusal costs a sleeping task
 
 The rate limit is a token bucket per client: `serve.rate_burst` requests at once, refilled
 at `serve.rate_limit` a second (0: no limit). A client is its API key when keys are set
-and the request carries a valid one in a header, else its address (uvicorn's: behind a
-proxy on this machine, the X-Forwarded-For it sets). POST requests count (they are the ones
+and the request carries a valid one in a header, else its address (behind a proxy on
+this machine, the X-Forwarded-For it sets: listen.py). POST requests count (they are the ones
 that translate), and so does any request that access.py will refuse for its key: a wrong
 or missing key is counted against its address before it is checked, so keys cannot be
 guessed faster than the limit. The page, /health, /ready, /metrics and /openapi.json with
