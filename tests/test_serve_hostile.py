@@ -217,3 +217,17 @@ def test_slow_headers_are_cut_off_and_connections_beyond_the_cap_wait(guarded):
         sock.close()
     assert sum(first) == 20 and all(second)
     assert answered[0] == 200
+
+
+def test_behind_a_local_proxy_the_forwarded_address_is_the_client():
+    from translator.deploy.server import create_app
+
+    limited = ServeConfig(rate_limit=0.1, rate_burst=1, refusal_delay_s=0)
+    app = create_app(LocalDecoder(Slow(0.0)), DecodeConfig(), limited, {})
+    body = b'{"text": ["Hi."]}'
+    with app_in_thread(app, limited) as url:
+        found = [
+            request(url + "/translate", body=body, **{"X-Forwarded-For": address})[0]
+            for address in ("203.0.113.1", "203.0.113.2", "203.0.113.1")
+        ]
+    assert found == [200, 200, 429]  # a bucket each, not one for the proxy's 127.0.0.1
