@@ -204,7 +204,8 @@ class Batcher:
         if not live:
             return
         try:
-            outputs = await self._decoded([t for s in live for t in s.texts], live[0].request)
+            texts = [t for s in live for t in s.texts]
+            outputs = await self._decoded(texts, live[0].request.settings)
         except Exception as exc:  # noqa: BLE001 - handed to the request, or tried alone
             if len(live) == 1:
                 if not live[0].request.done.done():
@@ -219,15 +220,13 @@ class Batcher:
             start += s.stop - s.start
             await asyncio.sleep(0)  # one answer a turn of the loop: /health goes between
 
-    async def _decoded(self, texts: list[str], request: _Pending) -> list:
-        """One decode of `texts` with `request`'s settings, in the worker thread."""
+    async def _decoded(self, texts: list[str], settings: Settings) -> list:
+        """One decode of `texts` with `settings`, in the worker thread."""
         loop = asyncio.get_running_loop()
         self.decoding_since = time.monotonic()
         try:
             decode = self.decoder.decode
-            outputs, tokens = await loop.run_in_executor(
-                self.executor, decode, texts, request.settings
-            )
+            outputs, tokens = await loop.run_in_executor(self.executor, decode, texts, settings)
         finally:
             self.decoding_since = None
         self.decodes += 1

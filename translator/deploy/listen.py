@@ -42,6 +42,9 @@ class _Experimental(logging.Filter):
         return "experimental" not in record.getMessage()
 
 
+_EXPERIMENTAL = _Experimental()  # one filter: adding it again is a no-op
+
+
 def connections(wanted: int) -> int:
     """`wanted` connections, or as many as this process may open files for: the soft
     limit is raised to the hard one where it is lower than needed."""
@@ -72,7 +75,7 @@ def server_for(app, serve_cfg: ServeConfig):
     from granian.server.embed import Server
     from granian.utils.proxies import wrap_asgi_with_proxy_headers
 
-    logging.getLogger("_granian").addFilter(_Experimental())
+    logging.getLogger("_granian").addFilter(_EXPERIMENTAL)
     settings = HTTP1Settings(header_read_timeout=round(serve_cfg.header_timeout_s * 1000))
     cap = connections(serve_cfg.max_connections)
     return Server(
