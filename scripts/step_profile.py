@@ -61,7 +61,7 @@ table of training tokens/s and peak resident memory, each as a ratio to that pla
 last. Each run is its own `translator train --max-updates N` process (--updates; so its
 peak memory is its own: the `wait4` rusage of that child), one after another; tokens/s is
 the run's `train_tokens_per_s` in metrics.tsv (training only, not the validation at the
-cut). The plain run has `train.ema=0`, `train.rdrop=0` and `data.subword_sampling=0`;
+cut). The plain run has `train.ema=0` and `data.subword_sampling=0`;
 where the config samples, the plain run reads a prepared directory of its own
 (`<data.dir>-plain`), and sampling K where the config does not reads `<data.dir>-sw<K>`,
 so the config's own prepared data are never re-encoded. `train.plateau_metric` costs
@@ -89,7 +89,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import ROOT, config_home, load_config, translator_command, with_values
+from common import (
+    ROOT,
+    config_home,
+    end_on_sigterm,
+    load_config,
+    session,
+    translator_command,
+    with_values,
+)
 from step_measures import (
     Steps,
     bf16_measured,
@@ -569,12 +577,12 @@ def report_variants(path: str, args, peak: float, out: Path) -> list[str]:
 
 
 # ---- --lever-cost: the quality levers' cost --------------------------------------------------
-OFF = ["train.ema=0", "train.final='best'", "train.rdrop=0", "data.subword_sampling=0"]
+OFF = ["train.ema=0", "train.final='best'", "data.subword_sampling=0"]
 
 MAX_MINUTES = 15.0  # each variant's training stops here if its updates take longer
 
 
-def lever_variants(data, sampling: int, ema: float, rdrop: float) -> dict[str, list[str]]:
+def lever_variants(data, sampling: int, ema: float) -> dict[str, list[str]]:
     """The plain run and each lever alone, as --set overrides (`data`: the config's [data])."""
     plain_dir = data.dir if data.subword_sampling == 0 else f"{data.dir}-plain"
     sampled_dir = data.dir if data.subword_sampling == sampling else f"{data.dir}-sw{sampling}"
@@ -584,7 +592,6 @@ def lever_variants(data, sampling: int, ema: float, rdrop: float) -> dict[str, l
         "plain": plain,
         f"ema {ema:g}": [*plain, f"train.ema={ema}"],
         f"subword sampling {sampling}": [*OFF, *sampled],
-        f"rdrop {rdrop:g}": [*plain, f"train.rdrop={rdrop}"],
     }
 
 
@@ -602,11 +609,11 @@ def timed_train(
     command += ["--max-minutes", str(MAX_MINUTES)]  # a slow CPU stops at the clock instead
     command += ["--device", device] if device else []
     overrides = [*overrides, f"train.run_dir={run_dir}"]
-    child = subprocess.Popen(
+    with session(
         command + sets(overrides), stdout=subprocess.DEVNULL, cwd=config_home(config)
-    )
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
+    ) as child:  # however this ends, nothing the training started outlives it
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         sys.exit(f"training with {' '.join(overrides)} failed ({child.returncode})")
     with open(run_dir / "metrics.tsv", newline="") as f:
@@ -620,7 +627,7 @@ def report_lever_cost(path: str, args) -> None:
     config, out = str(Path(path).resolve()), args.out.resolve()
     given = args.sets.get("", []) + args.sets.get(Path(path).stem, [])
     data = load_config(config, given).data  # its paths from the project root, as runs read them
-    levers = lever_variants(data, args.subword_sampling, args.ema, args.rdrop)
+    levers = lever_variants(data, args.subword_sampling, args.ema)
     runs = {name: [*given, *overrides] for name, overrides in levers.items()}
     for overrides in runs.values():  # untimed: tokenizers and encodings first
         prepare = translator_command("prepare", "-c", config) + sets(overrides)
@@ -717,8 +724,8 @@ def main() -> None:
     cost = parser.add_argument_group("--lever-cost")
     cost.add_argument("--subword-sampling", type=int, default=4)
     cost.add_argument("--ema", type=float, default=0.999)
-    cost.add_argument("--rdrop", type=float, default=5.0)
     args = parser.parse_args()
+    end_on_sigterm()  # SIGTERM, as Ctrl-C, ends the processes started below
     args.inputs, args.sets = {}, {}
     for item in args.input:
         stem, _, path = item.partition("=")

@@ -36,7 +36,7 @@ def test_beam_and_length_penalty_apply_to_the_call_or_the_load(trained):
 
 def test_bad_arguments_and_missing_runs_fail_clearly(trained, tmp_path):
     model = Translator.from_checkpoint(trained, "cpu")
-    with pytest.raises(ValueError, match="beam must be at least 1"):
+    with pytest.raises(ValueError, match="decode.beam' must be positive"):
         model.translate(["hello ."], beam=0)
     with pytest.raises(ValueError, match="length_penalty"):
         Translator.from_checkpoint(trained, "cpu", length_penalty=-1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from translator.config import DecodeConfig, from_dict, load
+from translator.config import REMOVED, DecodeConfig, from_dict, load
 from translator.data.batching import padding_mask
 from translator.errors import UserError
 from translator.model.transformer import Transformer
@@ -118,13 +118,6 @@ RULES = [
         "config key 'decode.threads' must be >= 0 (0: the engine's default)",
     ),
     (
-        {"decode": {"engine": "ctranslate2"}},
-        (
-            "the ctranslate2 engine needs decode.model_dir (--model DIR), a directory "
-            "written by `translator export`"
-        ),
-    ),
-    (
         {"decode": {"length_penalty": -1.0}},
         "config key 'decode.length_penalty' must be >= 0, got -1.0",
     ),
@@ -164,11 +157,6 @@ RULES = [
     ),
     ({"train": {"label_smoothing": 1.0}}, "config key 'train.label_smoothing' must be in [0, 1)"),
     ({"train": {"ema": 1.0}}, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999"),
-    ({"train": {"rdrop": -1.0}}, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5"),
-    (
-        {"train": {"rdrop": 5.0}, "model": {"dropout": 0.0}},
-        "train.rdrop compares two dropout draws: it needs model.dropout > 0",
-    ),
     (
         {"data": {"subword_sampling": -1}},
         "config key 'data.subword_sampling' must be >= 0 (0: off)",
@@ -187,20 +175,12 @@ RULES = [
         "config key 'data.subword_sides' must be one of both, src, tgt, got 'left'",
     ),
     (
-        {"train": {"schedule": "cosine"}},
-        "config key 'train.schedule' must be one of plateau, inverse_sqrt, got 'cosine'",
-    ),
-    (
         {"train": {"plateau_metric": "chrf"}},
         "config key 'train.plateau_metric' must be one of loss, bleu, got 'chrf'",
     ),
     (
         {"model": {"norm": "sandwich"}},
         "config key 'model.norm' must be one of pre, post, got 'sandwich'",
-    ),
-    (
-        {"decode": {"engine": "onnx"}},
-        "config key 'decode.engine' must be one of auto, torch, ctranslate2, got 'onnx'",
     ),
     ({"train": {"lr": "fast"}}, "config key 'train.lr' must be float, got 'fast'"),
     (
@@ -210,10 +190,8 @@ RULES = [
             "cuda_graphs, device, ema, final, init_from, init_layers, keep_last, label_smoothing, "
             "log_every, lr, "
             "max_epochs, max_minutes, max_tokens, max_updates, min_lr, pad_to_multiple, "
-            "patience, plateau_factor, plateau_metric, plateau_patience, precision, rdrop, "
-            "run_dir, save_every, "
-            "schedule, seed, teacher, teacher_weight, tensorboard, update_freq, warmup_steps, "
-            "weight_decay)"
+            "patience, plateau_factor, plateau_metric, plateau_patience, precision, "
+            "run_dir, save_every, seed, tensorboard, update_freq, warmup_steps, weight_decay)"
         ),
     ),
     (
@@ -224,10 +202,6 @@ RULES = [
         {"distill": {"nbest": 5, "beam": 4}},
         "distill.nbest (5) must be at most distill.beam (4): the search keeps only that many "
         "hypotheses",
-    ),
-    (
-        {"distill": {"select": "bleu"}},
-        "config key 'distill.select' must be one of chrf, length, got 'bleu'",
     ),
     ({"distill": {"shard_size": 0}}, "config key 'distill.shard_size' must be positive, got 0"),
     (
@@ -289,9 +263,9 @@ def test_data_inputs_are_parsed_once_and_recorded_as_written(tmp_path):
 def test_distill_settings_come_from_the_config_and_set(tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_text('[distill]\nteacher = "t.pt"\nnbest = 5\n', encoding="utf-8")
-    config = load(toml, ["distill.select=length", "distill.out=made"])
+    config = load(toml, ["distill.out=made"])
     assert (config.distill.teacher, config.distill.out) == ("t.pt", "made")
-    assert (config.distill.nbest, config.distill.beam, config.distill.select) == (5, 5, "length")
+    assert (config.distill.nbest, config.distill.beam) == (5, 5)
 
 
 def test_configs_that_borrow_a_model_agree_with_it_on_placeholders():
@@ -347,6 +321,57 @@ def test_a_removed_key_is_one_line_naming_what_replaced_it(tmp_path):
         }
     }
     assert as_today(manifest)["decode"] == {"beam": 5, "glossary_search": "all"}
+
+
+# The keys the studies retired (docs/studies.md), each with a value it could have had and
+# what its one line says to do instead.
+RETIRED = [
+    ("data", "number_placeholders", True, "true", "did not teach prices"),
+    ("train", "schedule", "inverse_sqrt", '"inverse_sqrt"', "is the one schedule"),
+    ("train", "rdrop", 5.0, "5.0", "R-Drop lost in equal time"),
+    ("train", "teacher", "runs/t", '"runs/t"', "word-level distillation gained nothing"),
+    ("train", "teacher_weight", 0.5, "0.5", "word-level distillation (train.teacher) was"),
+    ("distill", "select", "chrf", '"chrf"', "chrF selection did not help"),
+]
+
+
+@pytest.mark.parametrize("section, key, value, toml, says", RETIRED, ids=[r[1] for r in RETIRED])
+def test_a_key_the_studies_retired_is_one_line_naming_what_to_do(
+    tmp_path, section, key, value, toml, says
+):
+    """In a config file or --set: refused with one line that names the key, what replaced
+    it and the study (docs/studies.md) and says to delete it; in a config an older version
+    recorded (a checkpoint's config), read without it."""
+    name = f"{section}.{key}"
+    old = tmp_path / "old.toml"
+    old.write_text(f"[{section}]\n{key} = {toml}\n", encoding="utf-8")
+    with pytest.raises(UserError) as in_file:
+        load(old)
+    line = str(in_file.value)
+    assert line.startswith(f"{old}: config key '{name}' was removed: ") and "\n" not in line
+    assert says in line and "docs/studies.md#" in line and "delete the key" in line
+    plain = tmp_path / "plain.toml"
+    plain.write_text("[train]\nlr = 1e-3\n", encoding="utf-8")
+    with pytest.raises(UserError) as in_set:
+        load(plain, [f"{name}={toml}"])
+    assert str(in_set.value) == f"config key '{name}' was removed: {REMOVED[name].replacement}"
+    recorded = from_dict({section: {key: value}})  # a checkpoint's config, say
+    assert recorded == from_dict({}) and not hasattr(getattr(recorded, section), key)
+
+
+def test_the_studies_anchors_the_removed_keys_name_exist():
+    """Every anchor of the studies page that a removed key's line names is a heading there."""
+    page = (CONFIGS[0].parents[1] / "docs/studies.md").read_text(encoding="utf-8")
+    anchors = {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", page, re.M)
+    }
+    named = [
+        anchor
+        for removed in REMOVED.values()
+        for anchor in re.findall(r"docs/studies\.md#([\w-]+)", removed.replacement)
+    ]
+    assert named and sorted(set(named) - anchors) == []
 
 
 COMMENT_COMMAND = re.compile(r"^#\s+(translator|python) (.+?)(?:\s+#.*)?$", re.M)

@@ -4,6 +4,7 @@ construction, filtered and counted, resumable after a kill with the same files."
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,6 @@ from conftest import (
     tiny_config,
     write_tatoeba,
 )
-from sacrebleu.metrics import CHRF
 
 from translator.config import DataConfig, from_dict
 from translator.corpus.preparer import prepare
@@ -27,7 +27,7 @@ from translator.data.layout import read_split, split_file
 from translator.distill import distiller
 from translator.distill.distiller import Distilled, distill
 from translator.distill.filters import filter_outputs
-from translator.distill.selection import closest, not_shorter
+from translator.distill.selection import not_shorter
 from translator.errors import UserError
 from translator.inference.hypothesis import Hypothesis
 from translator.model.checkpoint import load as load_checkpoint
@@ -212,14 +212,6 @@ def test_keep_original_mixes_the_human_pairs_back_in_with_their_weight(trained, 
     assert np.asarray(corpus).tolist() == [0] * made["kept"] + [1] * len(original[0])
 
 
-def test_closest_takes_the_hypothesis_nearest_the_human_translation():
-    chrf = CHRF()
-    found = [Hypothesis("汤姆。", -0.1), Hypothesis("汤姆在这里。", -0.5), Hypothesis("在这", -0.9)]
-    assert closest(found, "汤姆在这里。", chrf) == "汤姆在这里。"
-    assert closest(found, "你好", chrf) == "汤姆。"  # all score 0: the teacher's best
-    assert closest([], "汤姆在这里。", chrf) == ""
-
-
 def teacher_2best_with_human(trained: Path, tmp_path: Path, human_of) -> tuple:
     """A copy of the fixture's data whose train Chinese is `human_of(i, two_best, human)`
     for line i, and the teacher's 2-best of its English: (config, english, 2-best, human)."""
@@ -246,25 +238,6 @@ def assert_train_is(out: Path, english: list[str], expected: list[str]) -> None:
     ]
 
 
-def test_nbest_picks_of_the_teachers_n_best_the_one_nearest_the_human(trained, tmp_path):
-    """Human translations that are the teacher's second best on odd lines: those lines must
-    get the second best, the others the best, as `closest` picks them."""
-    config, english, found, human = teacher_2best_with_human(
-        trained, tmp_path, lambda i, h, ref: h[1].text if i % 2 and len(h) > 1 else ref
-    )
-    out = tmp_path / "distilled"
-    result = distilled(config, trained, out, nbest=2)
-    assert result.stats["distilled"]["nbest"] == 2
-    chrf = CHRF()
-    expected = [closest(h, ref, chrf) for h, ref in zip(found, human, strict=True)]
-    assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > len(found) // 4
-    assert_train_is(out, english, expected)
-    with pytest.raises(UserError, match="nbest differ"):
-        distilled(config, trained, out, nbest=1, resume=True)
-    with pytest.raises(UserError, match=r"distill.nbest \(3\) must be at most distill.beam"):
-        distilled(config, trained, tmp_path / "x", nbest=3)
-
-
 def test_not_shorter_takes_the_teachers_best_as_long_as_the_human_translation():
     found = [
         Hypothesis("汤姆。", -0.1),
@@ -280,23 +253,33 @@ def test_not_shorter_takes_the_teachers_best_as_long_as_the_human_translation():
     assert not_shorter([], "汤姆在这里。") == ""
 
 
-def test_select_length_gives_each_line_its_first_hypothesis_as_long_as_the_human(trained, tmp_path):
+def test_nbest_gives_each_line_its_first_hypothesis_as_long_as_the_human(trained, tmp_path):
     """Human translations as long as the teacher's second best on odd lines, where that one
-    is longer than its best: those lines must get the second best, the others the best,
-    and --select is part of what --resume checks."""
+    is longer than its best: those lines must get the second best, the others the best.
+    --resume checks nbest, and refuses a directory an earlier version distilled by chrF (its
+    manifest names no select) while one distilled with select "length" resumes."""
     config, english, found, human = teacher_2best_with_human(
         trained, tmp_path, lambda i, h, ref: "人" * (len(h[1].text) if i % 2 and len(h) > 1 else 1)
     )
     out = tmp_path / "distilled"
-    result = distilled(config, trained, out, nbest=2, select="length")
-    assert result.stats["distilled"]["select"] == "length"
+    result = distilled(config, trained, out, nbest=2)
+    made = result.stats["distilled"]
+    assert (made["nbest"], made["select"]) == (2, "length")
     expected = [not_shorter(h, ref) for h, ref in zip(found, human, strict=True)]
     assert sum(x != h[0].text for x, h in zip(expected, found, strict=True)) > 0
     assert_train_is(out, english, expected)
+    with pytest.raises(UserError, match="nbest, select differ"):
+        distilled(config, trained, out, nbest=1, resume=True)
+    manifest = out / ".distill/manifest.json"
+    recorded = json.loads(manifest.read_text(encoding="utf-8"))
+    assert recorded["select"] == "length"  # as an earlier version's --select length wrote it
+    assert distilled(config, trained, out, nbest=2, resume=True).shards_translated == 0
+    del recorded["select"]  # an earlier version's chrF selection
+    manifest.write_text(json.dumps(recorded), encoding="utf-8")
     with pytest.raises(UserError, match="select differ"):
         distilled(config, trained, out, nbest=2, resume=True)
-    with pytest.raises(UserError, match="'distill.select' must be one of chrf, length"):
-        distilled(config, trained, tmp_path / "x", nbest=2, select="longest")
+    with pytest.raises(UserError, match=r"distill.nbest \(3\) must be at most distill.beam"):
+        distilled(config, trained, tmp_path / "x", nbest=3)
 
 
 def test_a_student_trains_on_the_distilled_directory(trained, tmp_path):
@@ -340,11 +323,11 @@ def test_cli_distills_and_fails_in_one_line(trained, tmp_path):
     again = run_cli(*args, "--out", "made", cwd=tmp_path)
     assert_one_line_error(again, "made exists", "--resume")
     bad = run_cli(*args, "--out", "x", "--engine", "marian", cwd=tmp_path)
-    assert_one_line_error(bad, "--engine must be auto, torch or ct2")
+    assert_one_line_error(bad, "decode.engine = 'marian': there is no such engine (there are: auto")
     missing = run_cli(*args, "--out", "y", "--data", "nowhere", cwd=tmp_path)
     assert_one_line_error(missing, "no prepared data in nowhere")
-    select = run_cli(*args, "--out", "z", "--nbest", "1", "--select", "bleu", cwd=tmp_path)
-    assert_one_line_error(select, "'distill.select' must be one of chrf, length")
+    select = run_cli(*args, "--out", "z", "--nbest", "5", "--select", "chrf", cwd=tmp_path)
+    assert_one_line_error(select, "config key 'distill.select' was removed", "chrF")
 
 
 def test_ctranslate2_teacher(trained, tmp_path):

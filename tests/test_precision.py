@@ -16,7 +16,7 @@ from conftest import ct2_translator, run_cli, tiny_config, to_toml
 from translator.config import DecodeConfig
 from translator.data.layout import read_split
 from translator.errors import UserError
-from translator.inference import factory, precision
+from translator.inference import ct2_engine, factory, precision
 from translator.inference.text import Translator
 
 CPU = torch.device("cpu")
@@ -45,11 +45,11 @@ def test_auto_follows_the_cpu(monkeypatch):
 
 def test_ctranslate2_precision_is_its_compute_type():
     cpu = {"float32", "int8", "int8_float32"}
-    assert precision.resolve_ct2("auto", "cpu", cpu)[0] == "int8"
-    assert precision.resolve_ct2("auto", "cuda", {"float32", "float16"})[0] == "as exported"
-    assert precision.resolve_ct2("fp32", "cpu", cpu)[0] == "fp32"
+    assert ct2_engine.resolve_precision("auto", "cpu", cpu)[0] == "int8"
+    assert ct2_engine.resolve_precision("auto", "cuda", {"float32", "float16"})[0] == "as exported"
+    assert ct2_engine.resolve_precision("fp32", "cpu", cpu)[0] == "fp32"
     with pytest.raises(UserError, match="cannot compute in bfloat16 on this cpu"):
-        precision.resolve_ct2("bf16", "cpu", cpu)
+        ct2_engine.resolve_precision("bf16", "cpu", cpu)
 
 
 def test_fp32_is_todays_output(trained):
@@ -148,7 +148,7 @@ def test_auto_leaves_an_export_of_another_checkpoint(trained, tmp_path, monkeypa
     from translator.deploy.export import export
 
     checkpoint, config_file = project(trained, tmp_path)
-    export(checkpoint, factory.beside(checkpoint))
+    export(checkpoint, ct2_engine.beside(checkpoint))
     config = tiny_config(trained.parents[2])
     assert factory.choose_engine(config, checkpoint).engine == "ctranslate2"
     with checkpoint.open("ab") as f:  # trained further, or replaced: another file
@@ -174,7 +174,7 @@ def test_the_python_api_takes_the_engine_the_command_takes(trained, tmp_path):
     from translator.deploy.export import export
 
     checkpoint, _ = project(trained, tmp_path)
-    export(checkpoint, factory.beside(checkpoint))
+    export(checkpoint, ct2_engine.beside(checkpoint))
     api = Translator.from_checkpoint(checkpoint, CPU, precision="fp32")
     assert api.engine_line.startswith("engine: ctranslate2, fp32 (decode.engine auto: ")
     ours = Translator.from_checkpoint(checkpoint, CPU, precision="fp32", engine="torch")

@@ -452,7 +452,7 @@ def test_an_export_beside_the_checkpoint_is_named_and_its_recorded_hash_read(
 
     from translator.deploy.decoder import model_identity
     from translator.deploy.export import export
-    from translator.inference.factory import beside
+    from translator.inference.ct2_engine import beside
     from translator.inference.text import Translator
     from translator.model import checkpoint
 

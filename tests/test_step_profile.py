@@ -33,16 +33,15 @@ def test_the_variants_run_on_the_cpu(tmp_path, corpus):
 
 
 def test_each_quality_lever_is_measured_alone_on_the_plain_config():
-    off = ["train.ema=0", "train.final='best'", "train.rdrop=0", "data.subword_sampling=0"]
+    off = ["train.ema=0", "train.final='best'", "data.subword_sampling=0"]
     sampled = SimpleNamespace(dir="d", subword_sampling=4)  # the config samples: plain apart
-    runs = lever_variants(sampled, 4, 0.999, 5.0)
+    runs = lever_variants(sampled, 4, 0.999)
     assert runs == {
         "plain": [*off, "data.dir=d-plain"],
         "ema 0.999": [*off, "data.dir=d-plain", "train.ema=0.999"],
         "subword sampling 4": [*off, "data.dir=d", "data.subword_sampling=4"],
-        "rdrop 5": [*off, "data.dir=d-plain", "train.rdrop=5.0"],
     }
     plain = SimpleNamespace(dir="d", subword_sampling=0)  # sampling reads data of its own
-    runs = lever_variants(plain, 4, 0.999, 5.0)
+    runs = lever_variants(plain, 4, 0.999)
     assert runs["plain"] == [*off, "data.dir=d"]
     assert runs["subword sampling 4"] == [*off, "data.dir=d-sw4", "data.subword_sampling=4"]

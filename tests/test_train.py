@@ -14,7 +14,7 @@ from translator.inference.text import Translator
 from translator.inference.torch_engine import TorchEngine
 from translator.model import checkpoint
 from translator.model.rundir import RunDir, checkpoint_in
-from translator.training import oom
+from translator.training import oom, validator
 from translator.training import trainer as train_module
 from translator.training.tensorboard import Board
 from translator.training.trainer import (
@@ -136,8 +136,8 @@ def test_validation_decodes_greedily_whatever_decode_beam_says(config, monkeypat
             beams.append(decode.beam)
             super().__init__(engine, decode)
 
-    monkeypatch.setattr(train_module, "Translator", Recording)
-    trainer._validate()
+    monkeypatch.setattr(validator, "Translator", Recording)
+    trainer.validator(trainer.model)
     assert beams == [1]
     assert config.decode.beam == 4  # translate and eval still get the configured beam
 

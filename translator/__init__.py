@@ -12,8 +12,7 @@ __all__ = ["Translator", "__version__"]
 
 
 def __getattr__(name: str):
-    """`Translator` is imported on first use, so that commands without a model (prepare)
-    start without loading PyTorch."""
+    """`Translator` is imported on first use: commands without a model skip PyTorch."""
     if name == "Translator":
         from translator.inference.text import Translator
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 
 def atomic_write(path: Path, write: Callable[[str], object]) -> None:
-    """Have `write(tmp)` write a temporary file beside `path`, then rename it over `path`
-    (the temporary file is removed if writing fails)."""
+    """Have `write(tmp)` write a temporary file beside `path`, then rename it over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)

@@ -1,12 +1,9 @@
 """One typed config: data, model, train, decode and serve sections, loaded from TOML.
 
 Each section is a dataclass whose fields are its keys (type, default and meaning side by
-side; a key with a fixed set of values is a `Literal`), and whose `check()` holds the
-rules a type cannot express: positive sizes, ranges, settings that do not fit together.
-`Config.check()` runs each section's, then the rules that join two sections. The loader
-(`load`, `from_dict`) names an unknown key, checks every value against its key's type,
-and checks the whole config once. Relative paths are relative to the directory the
-command is run from.
+side) and whose `check()` holds the rules a type cannot express. The loader (`load`,
+`from_dict`) names an unknown key, checks every value against its type, and checks the
+whole config once. Relative paths are relative to the directory the command is run from.
 """
 
 from __future__ import annotations
@@ -55,32 +52,23 @@ class DataConfig:
     subword_sides: Literal["both", "src", "tgt"] = "both"  # which sides of train are sampled
     placeholders: bool = False  # protected spans (URLs, numbers, codes…) as ⦅n⦆ (data/spans.py)
     synthetic_placeholders: float = 0.1  # with placeholders: share of train pairs given ⦅n⦆
-    number_placeholders: bool = False  # with placeholders: numbers both sides hold become ⦅n⦆
     src_prefix: str = ""  # a piece put before every source as its id (OPUS-MT's >>cmn_Hans<<)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """`inputs` entries are parsed when set, however the section is made or changed
-        (TOML, --set, code), so the rest of the package reads Corpus records."""
+        """`inputs` entries are parsed when set (TOML, --set, code): the package reads Corpus."""
         super().__setattr__(name, parse_corpora(value) if name == "inputs" else value)
 
     def check(self) -> None:
-        _positive(
+        _positive("data", self, "src_vocab_size tgt_vocab_size tokenizer_sentences")
+        _keys(
             "data",
-            src_vocab_size=self.src_vocab_size,
-            tgt_vocab_size=self.tgt_vocab_size,
-            tokenizer_sentences=self.tokenizer_sentences,
-        )
-        _require(self.workers >= 0, "config key 'data.workers' must be >= 0 (0: every core)")
-        _require(
-            self.subword_sampling >= 0, "config key 'data.subword_sampling' must be >= 0 (0: off)"
-        )
-        _require(
-            0 < self.subword_alpha < 1,
-            "config key 'data.subword_alpha' must be in (0, 1), e.g. 0.1",
-        )
-        _require(
-            0 <= self.synthetic_placeholders <= 1,
-            "config key 'data.synthetic_placeholders' must be in [0, 1], e.g. 0.1",
+            workers=(self.workers >= 0, "must be >= 0 (0: every core)"),
+            subword_sampling=(self.subword_sampling >= 0, "must be >= 0 (0: off)"),
+            subword_alpha=(0 < self.subword_alpha < 1, "must be in (0, 1), e.g. 0.1"),
+            synthetic_placeholders=(
+                0 <= self.synthetic_placeholders <= 1,
+                "must be in [0, 1], e.g. 0.1",
+            ),
         )
 
 
@@ -92,26 +80,18 @@ class ModelConfig:
     heads: int = 4
     ff_dim: int = 1024
     dropout: float = 0.1
-    # on the attention weights alone; -1: model.dropout (fairseq's base: 0, which lets a GPU
-    # take its fast attention kernels)
+    # on the attention weights alone; -1: model.dropout (0 lets a GPU take its fast kernels)
     attention_dropout: float = -1.0
     max_positions: int = 256  # longest token sequence the model accepts, either side
     norm: Literal["pre", "post"] = "pre"  # layer norm before or after each residual block
     tie_embeddings: bool = True  # decoder input embedding shared with the output projection
     activation: Literal["relu", "gelu", "swish"] = "relu"  # of the feed-forward sublayers
     output_bias: bool = False  # a bias on the output projection (OPUS-MT models have one)
-    # the decoder's first input is a zero embedding, not <s>'s: Marian's convention, which
-    # ct2-transformers-converter assumes of every Marian model (post-norm exports)
+    # the decoder starts from a zero embedding, not <s>'s (Marian's; ct2's converter assumes it)
     zero_start: bool = False
 
     def check(self) -> None:
-        _positive(
-            "model",
-            d_model=self.d_model,
-            heads=self.heads,
-            ff_dim=self.ff_dim,
-            max_positions=self.max_positions,
-        )
+        _positive("model", self, "d_model heads ff_dim max_positions")
         _require(
             self.d_model % self.heads == 0,
             f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})",
@@ -140,83 +120,43 @@ class TrainConfig:
     weight_decay: float = 0.01
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
-    # after warm-up: ReduceLROnPlateau, or fairseq's lr × sqrt(warmup_steps / update)
-    schedule: Literal["plateau", "inverse_sqrt"] = "plateau"
+    # after warm-up: ReduceLROnPlateau (training/schedule.py)
     plateau_metric: Literal["loss", "bleu"] = "loss"  # what the plateau rule follows (valid)
     plateau_factor: float = 0.5  # the rate is multiplied by this ...
     plateau_patience: int = 2  # ... after this many epochs without a better plateau_metric
     min_lr: float = 1e-5  # ... down to this floor
     ema: float = 0.0  # decay of an exponential moving average of the weights (0: off)
-    rdrop: float = 0.0  # R-Drop: weight of the KL between two dropout draws (0: off; 2x compute)
     patience: int = 8  # early stopping: epochs without a better validation BLEU
     bleu_samples: int = 500  # validation sentences translated for BLEU each epoch
     log_every: int = 50  # steps between progress-bar updates (and NaN checks)
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     keep_last: int = 0  # keep weights of the last N epochs, for `translator average`
-    # the run's model, written when training stops and decoded by every command that takes
-    # the run: best (best.pt) | ema (ema.pt, needs train.ema) | averageN (the last N epochs'
-    # mean, averageN.pt, needs train.keep_last >= N)
+    # the run's model: best | ema (needs train.ema) | averageN (last N epochs' mean, keep_last>=N)
     final: str = "best"
-    # bf16 autocast (fp32 weights and loss) or fp32; auto: bf16 on CUDA and on CPUs with bf16
-    # matrix instructions (training/mixed_precision.py)
+    # bf16 autocast or fp32; auto: bf16 on CUDA and CPUs with bf16 matrix instructions
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False  # torch.compile of forward, loss and backward (fullgraph)
-    # on CUDA (one process): each batch shape's forward, loss and backward recorded as a
-    # CUDA graph and replayed (training/graphs.py)
+    # on CUDA (one process): each batch shape's step recorded as a CUDA graph and replayed
     cuda_graphs: bool = False
-    # static shapes: batch lengths rounded up to this, rows filled to the budget; 1: off;
-    # 0: 2 in bf16 on a CPU (oneDNN's bf16 kernels thrash on many shapes), else 1
+    # static shapes: lengths rounded up to this, rows filled; 1: off; 0: 2 in bf16 on CPU, else 1
     pad_to_multiple: int = 0
     update_freq: int = 1  # batches per optimiser update (gradient accumulation)
     save_every: int = 500  # updates between checkpoints within an epoch (0: epoch ends only)
     tensorboard: bool = False  # scalars for TensorBoard in run_dir/tensorboard (an extra)
     init_from: str = ""  # a checkpoint or run dir: start from its weights (fine-tuning)
-    # same: init_from's layers as they are; spread: a model with fewer layers takes evenly
-    # spaced ones, the first and last kept (shrink and fine-tune a distilled student)
+    # same: init_from's layers as they are; spread: fewer layers, evenly spaced, ends kept
     init_layers: Literal["same", "spread"] = "same"
-    # word-level distillation (Kim & Rush 2016): a checkpoint or run dir whose distribution
-    # over each next token the model learns too, at teacher_weight (training/word_distillation.py)
-    teacher: str = ""
-    teacher_weight: float = 0.5  # the loss: (1 - w) x cross-entropy + w x KL(teacher || model)
 
     def check(self) -> None:
-        _positive(
+        _positive("train", self, "max_tokens lr update_freq log_every")
+        _keys(
             "train",
-            max_tokens=self.max_tokens,
-            lr=self.lr,
-            update_freq=self.update_freq,
-            log_every=self.log_every,
+            pad_to_multiple=(self.pad_to_multiple >= 0, "must be >= 0 (0: automatic, 1: off)"),
+            save_every=(self.save_every >= 0, "must be >= 0 (0: at epoch ends only)"),
+            label_smoothing=(0 <= self.label_smoothing < 1, "must be in [0, 1)"),
+            ema=(0 <= self.ema < 1, "must be in [0, 1) (0: off), e.g. 0.999"),
         )
-        _require(
-            self.pad_to_multiple >= 0,
-            "config key 'train.pad_to_multiple' must be >= 0 (0: automatic, 1: off)",
-        )
-        _require(
-            self.save_every >= 0,
-            "config key 'train.save_every' must be >= 0 (0: at epoch ends only)",
-        )
-        _require(
-            0 <= self.label_smoothing < 1, "config key 'train.label_smoothing' must be in [0, 1)"
-        )
-        _require(0 <= self.ema < 1, "config key 'train.ema' must be in [0, 1) (0: off), e.g. 0.999")
-        _require(self.rdrop >= 0, "config key 'train.rdrop' must be >= 0 (0: off), e.g. 5")
-        self._check_final()
-        _require(
-            0 < self.teacher_weight <= 1, "config key 'train.teacher_weight' must be in (0, 1]"
-        )
-        _require(
-            not (self.teacher and self.rdrop),
-            "train.teacher and train.rdrop are two objectives: use one of them",
-        )
-
-    @property
-    def final_epochs(self) -> int:
-        """N of train.final averageN (0 for best and ema)."""
-        match = re.fullmatch(r"average([1-9][0-9]*)", self.final)
-        return int(match.group(1)) if match else 0
-
-    def _check_final(self) -> None:
         _require(
             self.final in ("best", "ema") or self.final_epochs > 0,
             f"config key 'train.final' must be best, ema or averageN (e.g. average5), "
@@ -232,6 +172,12 @@ class TrainConfig:
             f"train.keep_last >= {self.final_epochs}",
         )
 
+    @property
+    def final_epochs(self) -> int:
+        """N of train.final averageN (0 for best and ema)."""
+        match = re.fullmatch(r"average([1-9][0-9]*)", self.final)
+        return int(match.group(1)) if match else 0
+
 
 SAMPLING_KEEPS_NO_TERMS = (
     "decode.glossary needs a search that keeps its terms: sampling (decode.sample, --sample) "
@@ -239,68 +185,98 @@ SAMPLING_KEEPS_NO_TERMS = (
 )
 
 
+def option(default: Any, help: str, flag: str | None = "") -> Any:
+    """A key declared once: its default and its flag's help (cli/common.py makes the flags;
+    `flag`: its names, "" for --the-key, None for none)."""
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
 @dataclass
-class DecodeConfig:
-    batch_size: int = 256  # sentences per decoding batch (docs/performance.md)
-    beam: int = 1  # 1: greedy search; more: beam search with this many beams
-    length_penalty: float = 0.6  # GNMT alpha for beam search: score = log P / ((5+len)/6)^alpha
-    max_len_a: float = 1.5  # output limit: a * source tokens + b
-    max_len_b: int = 10
-    # auto: the CTranslate2 export beside the checkpoint where there is one and ctranslate2
-    # is installed (inference/factory.py), else ours; torch: ours; ctranslate2: model_dir
-    engine: Literal["auto", "torch", "ctranslate2"] = "auto"
-    model_dir: str = ""  # the exported directory the ctranslate2 engine reads
-    # weights in auto | fp32 | bf16 | int8, for either engine (inference/precision.py)
-    precision: Literal["auto", "fp32", "bf16", "int8"] = "auto"
-    threads: int = 0  # ctranslate2: threads per worker (0: its default)
-    # ctranslate2: translators decoding batches in parallel; 0: one per core, one thread each
-    workers: int = 0
-    onednn: bool = True  # torch on x86 CPUs: linear layers through oneDNN (AVX-512), not MKL
-    split: bool = True  # translate: each line split into sentences, translated, joined back
-    recase: bool = True  # a sentence in ALL CAPS, Title Case or lower case put in ordinary case
-    final_mark: bool = True  # a sentence ending without . ? ! translated as if it had one
-    digit_guard: bool = False  # a source without digits (placeholders aside) gets none back
-    span_guard: bool = False  # a span whose placeholder the output lacks goes at its end
-    keep_names: bool = True  # a capitalised word the model never saw passes through verbatim
-    glossary: str = ""  # a TSV or CSV of English terms and their Chinese (data/glossary.py)
-    nbest: int = 0  # 1 or more: that many hypotheses a line with scores, as JSON lines
-    no_repeat_ngram: int = 0  # never write an n-gram of this many tokens twice (0: off)
-    sample: bool = False  # draw each token at random instead of searching
-    topk: int = 0  # sampling: from the k most probable tokens only (0: all)
-    topp: float = 1.0  # sampling: from the fewest tokens holding this much probability
-    temperature: float = 1.0  # sampling: logits divided by this (0: greedy)
-    seed: int = 0  # sampling: the same seed, input and batch size give the same output
+class EngineOptions:
+    """What is fixed when an engine opens (inference/factory.py)."""
+
+    engine: str = option(
+        "auto",
+        "auto: the engine that takes the checkpoint (an export of it beside it, else ours); "
+        "or one by name (inference/registry.py: ours is torch).",
+    )
+    model_dir: str = option(
+        "", "The directory an engine that reads its own decodes (an export).", "--model"
+    )
+    precision: Literal["auto", "fp32", "bf16", "int8"] = option(
+        "auto", "Weights in auto (each engine's fastest here), fp32, bf16 or int8."
+    )
+    threads: int = option(0, "Threads per worker, for an engine with workers (0: its default).")
+    workers: int = option(
+        0, "Workers decoding batches in parallel, for an engine with them (0: one a core)."
+    )
+    onednn: bool = option(True, "Ours on x86 CPUs: linear layers through oneDNN, not MKL.")
+
+
+@dataclass
+class SearchOptions:
+    """What a search takes (inference/search.py and each engine's search)."""
+
+    beam: int = option(1, "Beam size; 1 is greedy search.")
+    batch_size: int = option(256, "Sentences a decoding batch.")
+    search: str = option(
+        "", "A search by name (registry.py); default: greedy, beam or sample as --beam and "
+        "--sample say."
+    )  # fmt: skip
+    length_penalty: float = option(0.6, "GNMT length penalty alpha: log P / ((5+len)/6)^alpha.")
+    max_len_a: float = option(1.5, "Output limit: a × source tokens + b (a).")
+    max_len_b: int = option(10, "Output limit: a × source tokens + b (b).")
+    nbest: int = option(0, "Write the N best translations with scores, a JSON object a line.")
+    no_repeat_ngram: int = option(0, "Never write an n-gram of this many tokens twice (0: off).")
+    sample: bool = option(False, "Draw each token at random instead of searching.", "--sample")
+    topk: int = option(0, "Sampling: from the k most probable tokens only (0: all).")
+    topp: float = option(1.0, "Sampling: from the fewest tokens holding this probability.")
+    temperature: float = option(1.0, "Sampling: logits divided by this (0: greedy).")
+    seed: int = option(0, "Sampling's seed: the same seed, input and batch size, the same output.")
+
+
+@dataclass
+class TextOptions:
+    """What the text path does around a search (inference/text.py, terms.py)."""
+
+    split: bool = option(True, "Split each line into sentences and join their translations.")
+    recase: bool = option(
+        True, "Put a sentence in ALL CAPS, Title Case or lower case in ordinary case."
+    )
+    final_mark: bool = option(True, "Translate a sentence ending without . ? ! as if it had one.")
+    digit_guard: bool = option(True, "A source without digits (placeholders aside) gets none back.")
+    span_guard: bool = option(True, "A span whose placeholder the output lacks goes at its end.")
+    keep_names: bool = option(
+        True, "A capitalised word the model never saw passes through verbatim."
+    )
+    glossary: str = option(
+        "", "TSV or CSV of English terms and the Chinese each must be translated as."
+    )
+
+
+@dataclass
+class DecodeConfig(TextOptions, SearchOptions, EngineOptions):
+    """[decode]: each key declared once, in the part its lifetime puts it in (engine, search,
+    text); the flags, the Python API's arguments and serve's defaults are read from them."""
 
     def check(self) -> None:
         """Also run on the Python API's per-call settings (inference/text.py)."""
-        _positive(
+        _positive("decode", self, "batch_size beam")
+        _keys(
             "decode",
-            batch_size=self.batch_size,
-            beam=self.beam,
+            workers=(self.workers >= 0, "must be >= 0 (0: one translator per core)"),
+            threads=(self.threads >= 0, "must be >= 0 (0: the engine's default)"),
         )
-        _require(
-            self.workers >= 0,
-            "config key 'decode.workers' must be >= 0 (0: one translator per core)",
+        _keys(
+            "decode",
+            self,
+            length_penalty=(self.length_penalty >= 0, "must be >= 0"),
+            nbest=(self.nbest >= 0, "must be >= 0 (0: one translation a line, as text)"),
+            no_repeat_ngram=(self.no_repeat_ngram >= 0, "must be >= 0 (0: off)"),
+            topk=(self.topk >= 0, "must be >= 0 (0: all tokens)"),
+            topp=(0 < self.topp <= 1, "must be in (0, 1]"),
+            temperature=(self.temperature >= 0, "must be >= 0 (0: greedy)"),
         )
-        _require(
-            self.threads >= 0,
-            "config key 'decode.threads' must be >= 0 (0: the engine's default)",
-        )
-        _require(
-            self.engine != "ctranslate2" or bool(self.model_dir),
-            "the ctranslate2 engine needs decode.model_dir (--model DIR), a directory "
-            "written by `translator export`",
-        )
-        rules = {
-            "length_penalty": (self.length_penalty >= 0, "must be >= 0"),
-            "nbest": (self.nbest >= 0, "must be >= 0 (0: one translation a line, as text)"),
-            "no_repeat_ngram": (self.no_repeat_ngram >= 0, "must be >= 0 (0: off)"),
-            "topk": (self.topk >= 0, "must be >= 0 (0: all tokens)"),
-            "topp": (0 < self.topp <= 1, "must be in (0, 1]"),
-            "temperature": (self.temperature >= 0, "must be >= 0 (0: greedy)"),
-        }
-        for key, (ok, rule) in rules.items():
-            _require(ok, f"config key 'decode.{key}' {rule}, got {getattr(self, key)}")
         wrong = nbest_within_beam(self.nbest, self.beam, "decode.beam")
         _require(
             self.sample or wrong is None,
@@ -333,8 +309,7 @@ class ServeConfig:
     rate_limit: float = 0.0  # POST requests a second per API key (or address); beyond: 429
     rate_burst: int = 10  # requests a client may send at once before serve.rate_limit applies
     refusal_delay_s: float = 1.0  # a 503 or 429 is answered after this (at most its wait)
-    # with any (here, in TRANSLATOR_API_KEYS or in api_key_file): 401 without one; never
-    # saved (Config.to_dict leaves it empty: SECRETS)
+    # with any (here, TRANSLATOR_API_KEYS or api_key_file): 401 without one; never saved
     api_keys: list[str] = field(default_factory=list)
     api_key_file: str = ""  # a file of keys, one a line (# comments); read by `serve`
     cors_origins: list[str] = field(default_factory=list)  # origins browsers may call from
@@ -342,20 +317,10 @@ class ServeConfig:
     def check(self) -> None:
         _positive(
             "serve",
-            max_sentences=self.max_sentences,
-            max_chars=self.max_chars,
-            max_document_chars=self.max_document_chars,
-            max_beam=self.max_beam,
-            max_glossary_entries=self.max_glossary_entries,
-            max_glossary_kb=self.max_glossary_kb,
-            max_term_chars=self.max_term_chars,
-            max_queue=self.max_queue,
-            max_body_kb=self.max_body_kb,
-            read_timeout_s=self.read_timeout_s,
-            request_timeout_s=self.request_timeout_s,
-            busy_s=self.busy_s,
-            header_timeout_s=self.header_timeout_s,
-            max_connections=self.max_connections,
+            self,
+            "max_sentences max_chars max_document_chars max_beam max_glossary_entries "
+            "max_glossary_kb max_term_chars max_queue max_body_kb read_timeout_s "
+            "request_timeout_s busy_s header_timeout_s max_connections",
         )
         _require(0 <= self.port <= 65535, "config key 'serve.port' must be from 0 to 65535")
         _require(self.batch_wait_ms >= 0, "config key 'serve.batch_wait_ms' must be >= 0")
@@ -366,22 +331,30 @@ class ServeConfig:
 
 @dataclass
 class DistillConfig:
-    # a checkpoint or run dir (its model: train.final); an exported dir with engine ct2
-    teacher: str = ""
-    out: str = ""  # the prepared directory `distill` writes (train a student with data.dir = it)
-    beam: int = 5  # the teacher's beam (decode.beam is the student's, for translate and eval)
-    nbest: int = 1  # more: of the teacher's n best, the one `select` picks (distill/selection.py)
-    select: Literal["chrf", "length"] = "chrf"  # by the human translation: closest or not shorter
-    keep_original: float = 0.0  # > 0: the human pairs mixed back in, seen this often an epoch
-    shard_size: int = 100_000  # train lines a shard, each written when done: what a kill loses
+    teacher: str = option(
+        "", "The teacher: a checkpoint or run directory (its model, train.final), or the "
+        "directory an engine that reads its own decodes (--engine ctranslate2: an export)."
+    )  # fmt: skip
+    out: str = option(
+        "", "The prepared directory to write (train a student with data.dir = it).", "--out -o"
+    )
+    beam: int = option(5, "The teacher's beam (decode.beam is the student's).")
+    nbest: int = option(
+        1, "N > 1: of the teacher's N best, the first at least as long as the human "
+        "translation (distill/selection.py); N at most the beam."
+    )  # fmt: skip
+    keep_original: float = option(
+        0.0, "Mix the human pairs back in, each seen this often an epoch (0: not at all)."
+    )
+    shard_size: int = option(
+        100_000, "Train lines a shard, each written when done: what a kill loses."
+    )
 
     def check(self) -> None:
-        _positive("distill", beam=self.beam, nbest=self.nbest, shard_size=self.shard_size)
-        _require(
-            self.keep_original >= 0,
-            f"config key 'distill.keep_original' must be >= 0 (0: off), got {self.keep_original}",
-        )
-        _require_nbest_within_beam("distill.nbest", self.nbest, "distill.beam", self.beam)
+        _positive("distill", self, "beam nbest shard_size")
+        _keys("distill", self, keep_original=(self.keep_original >= 0, "must be >= 0 (0: off)"))
+        wrong = nbest_within_beam(self.nbest, self.beam, "distill.beam")
+        _require(wrong is None, f"distill.nbest ({self.nbest}) {wrong}")
 
 
 @dataclass
@@ -394,31 +367,24 @@ class Config:
     distill: DistillConfig = field(default_factory=DistillConfig)
 
     def check(self) -> None:
-        """Each section's rules, then those that join two sections."""
+        """Each section's rules."""
         for section in (self.data, self.model, self.train, self.decode, self.serve, self.distill):
             section.check()
-        _require(
-            not self.train.rdrop or bool(self.model.dropout),
-            "train.rdrop compares two dropout draws: it needs model.dropout > 0",
-        )
 
     def to_dict(self) -> dict[str, Any]:
-        """As TOML would give it, less its secrets (what config.json, checkpoints, releases
-        and exports record)."""
+        """As TOML would give it, less its secrets (what config.json and checkpoints record)."""
         raw = dataclasses.asdict(self)
         raw["data"]["inputs"] = [corpus.entry() for corpus in self.data.inputs]
         without_secrets(raw)
         return raw
 
 
-# Keys whose values are never written to disk: Config.to_dict leaves them empty, and a
-# config saved before that (a checkpoint's) is read without them (model/checkpoint.py).
+# Keys never written to disk: Config.to_dict leaves them empty (also in old checkpoints).
 SECRETS = (("serve", "api_keys"),)
 
 
 def without_secrets(raw: dict[str, Any]) -> list[str]:
-    """Empty the SECRETS that `raw` (a config as TOML gives it) holds, in place; the names
-    of those that held a value."""
+    """Empty `raw`'s SECRETS in place; the names of those that held a value."""
     dropped = []
     for section, key in SECRETS:
         values = raw.get(section)
@@ -428,23 +394,25 @@ def without_secrets(raw: dict[str, Any]) -> list[str]:
     return dropped
 
 
-def _positive(section: str, **values: float) -> None:
-    for key, value in values.items():
+def _positive(section: str, values: object, keys: str) -> None:
+    for key in keys.split():
+        value = getattr(values, key)
         _require(value > 0, f"config key '{section}.{key}' must be positive, got {value}")
 
 
+def _keys(section: str, got: object = None, /, **rules: tuple[bool, str]) -> None:
+    """Rules of single keys, in order: the first broken as "config key 'section.key' rule"
+    (and ", got value", read from `got`, when given)."""
+    for key, (ok, rule) in rules.items():
+        value = "" if got is None else f", got {getattr(got, key)}"
+        _require(ok, f"config key '{section}.{key}' {rule}{value}")
+
+
 def nbest_within_beam(nbest: int, beam: int, beam_name: str = "the beam") -> str | None:
-    """The n-best rule, for every place that asks for n best (config, distill, serve's
-    requests): a beam search keeps `beam` hypotheses, so at most that many come back.
-    None, or what is wrong with `nbest`."""
+    """The n-best rule (config, distill, serve's requests): None, or what is wrong with nbest."""
     if nbest <= beam:
         return None
     return f"must be at most {beam_name} ({beam}): the search keeps only that many hypotheses"
-
-
-def _require_nbest_within_beam(key: str, nbest: int, beam_key: str, beam: int) -> None:
-    wrong = nbest_within_beam(nbest, beam, beam_key)
-    _require(wrong is None, f"{key} ({nbest}) {wrong}")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -454,8 +422,7 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _coerce(key: str, value: Any, kind: Any) -> Any:
-    """Check one value against its field type; ints are accepted where floats are expected,
-    and a Literal takes one of its values."""
+    """Check one value against its field type (an int is a float; a Literal takes its values)."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind == list[Corpus]:  # each entry parsed by DataConfig
@@ -483,9 +450,8 @@ class Removed(NamedTuple):
     replacement: str
 
 
-# Keys that were removed: a config file or --set that names one is told what took its place;
-# a config recorded by an older version (a checkpoint, an export, a distill manifest) is
-# read without it.
+# Removed keys: a config file or --set naming one is told what replaced it; a recorded config
+# (checkpoint, export, distill manifest) is read without it.
 REMOVED = {
     "decode.glossary_mode": Removed(
         "search",
@@ -501,21 +467,38 @@ REMOVED = {
         "a term the translation misses is placed by the model, and what follows it searched "
         "with decode.beam beams (docs/translating.md#glossaries); delete the key",
     ),
+    "data.number_placeholders": Removed(
+        False,
+        "numbers as placeholders did not teach prices; data.placeholders protects the spans "
+        "it finds (docs/studies.md#the-synthetic-share); delete the key",
+    ),
+    "train.schedule": Removed(
+        "plateau",
+        "warm-up then ReduceLROnPlateau (train.plateau_*) is the one schedule, inverse_sqrt "
+        "lost (docs/studies.md#the-chosen-recipe-20-and-60-minutes); delete the key",
+    ),
+    "train.rdrop": Removed(
+        0.0,
+        "R-Drop lost in equal time; regularise with model.dropout "
+        "(docs/studies.md#the-hour-capacity-r-drop-and-the-length-penalty); delete the key",
+    ),
+    "train.teacher": Removed(
+        "",
+        "word-level distillation gained nothing measurable; train on `translator distill`'s "
+        "output (docs/studies.md#word-level-distillation-on-top); delete the key",
+    ),
+    "train.teacher_weight": Removed(
+        0.5,
+        "word-level distillation (train.teacher) was removed; train on `translator distill`'s "
+        "output (docs/studies.md#word-level-distillation-on-top); delete the key",
+    ),
+    "distill.select": Removed(
+        "length",
+        "of the teacher's n best (distill.nbest), the first at least as long as the human "
+        "translation is kept (what 'length' did); chrF selection did not help "
+        "(docs/studies.md#how-the-student-was-chosen); delete the key (and --select)",
+    ),
 }
-
-
-def _section(name: str, cls: type, values: dict[str, Any]) -> Any:
-    hints = get_type_hints(cls)
-    kwargs = {}
-    for key, value in values.items():
-        if f"{name}.{key}" in REMOVED:
-            continue
-        if key not in hints:
-            raise UserError(
-                f"unknown config key '{name}.{key}' (known: {', '.join(sorted(hints))})"
-            )
-        kwargs[key] = _coerce(f"{name}.{key}", value, hints[key])
-    return cls(**kwargs)
 
 
 def from_dict(raw: dict[str, Any]) -> Config:
@@ -528,7 +511,15 @@ def from_dict(raw: dict[str, Any]) -> Config:
         values = raw.get(name, {})
         if not isinstance(values, dict):
             raise UserError(f"config section '{name}' must be a table")
-        built[name] = _section(name, cls, values)
+        hints, kwargs = get_type_hints(cls), {}
+        for key, value in values.items():
+            if f"{name}.{key}" in REMOVED:
+                continue
+            if key not in hints:
+                known = ", ".join(sorted(hints))
+                raise UserError(f"unknown config key '{name}.{key}' (known: {known})")
+            kwargs[key] = _coerce(f"{name}.{key}", value, hints[key])
+        built[name] = cls(**kwargs)
     config = Config(**built)
     config.check()
     return config
@@ -554,25 +545,18 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-PATH_KEYS = (
-    ("data", "dir"),
-    ("data", "tokenizers_from"),
-    ("train", "run_dir"),
-    ("train", "init_from"),
-    ("train", "teacher"),
-    ("decode", "model_dir"),
-    ("decode", "glossary"),
-    ("serve", "api_key_file"),
-    ("distill", "teacher"),
-    ("distill", "out"),
-)
+PATH_KEYS = {
+    "data": ("dir", "tokenizers_from"),
+    "train": ("run_dir", "init_from"),
+    "decode": ("model_dir", "glossary"),
+    "serve": ("api_key_file",),
+    "distill": ("teacher", "out"),
+}
 
 
 def find_config(path: Path) -> tuple[Path, Path | None]:
-    """The config file to read, and the directory its relative paths are relative to when
-    that is not the current one: the default config (configs/tiny.toml) is also looked
-    for in the parent directories, as git looks for .git, so `translator` works from any
-    directory inside the project."""
+    """The config file to read, and the directory its relative paths are relative to if not
+    the current one: the default config is also looked for in the parents, as git does."""
     if path.is_file():
         return path, None
     if path == DEFAULT_CONFIG:
@@ -589,14 +573,14 @@ def find_config(path: Path) -> tuple[Path, Path | None]:
 def rebase_paths(raw: dict[str, Any], base: Path) -> None:
     """Make the relative paths in a config read from `base`'s project absolute."""
     data = raw.get("data", {})
-    if isinstance(data.get("inputs"), list):
-        data["inputs"] = [rebase_entry(entry, base) for entry in data["inputs"]]
-    if isinstance(data.get("exclude"), list):
-        data["exclude"] = [rebase_entry(entry, base) for entry in data["exclude"]]
-    for section, key in PATH_KEYS:
-        value = raw.get(section, {}).get(key)
-        if isinstance(value, str) and value:
-            raw[section][key] = str(base / value)
+    for key in ("inputs", "exclude"):
+        if isinstance(data.get(key), list):
+            data[key] = [rebase_entry(entry, base) for entry in data[key]]
+    for section, keys in PATH_KEYS.items():
+        for key in keys:
+            value = raw.get(section, {}).get(key)
+            if isinstance(value, str) and value:
+                raw[section][key] = str(base / value)
 
 
 def load(
@@ -605,12 +589,9 @@ def load(
     values: dict[str, Any] | None = None,
     relative_to: Path | None = None,
 ) -> Config:
-    """The config in `path`, with `--set key=value` texts (`overrides`, read as TOML) and
-    then typed values from command-line flags (`values`, e.g. {"decode.beam": 5}; None
-    means the flag was not given) folded in, then checked once: the one way any option
-    reaches the code. The file's relative paths are relative to `relative_to` when given
-    (the scripts/ read configs as if run from the project), else to the current directory
-    (or the project's, for the default config found above it)."""
+    """The config in `path`, with `--set` texts (`overrides`) and then flags' values (`values`,
+    e.g. {"decode.beam": 5}; None: not given) folded in, checked once: the one way any option
+    reaches the code. Relative paths are relative to `relative_to` if given (scripts/)."""
     path, base = find_config(Path(path) if path is not None else DEFAULT_CONFIG)
     base = relative_to or base
     try:

@@ -5,11 +5,7 @@
     { src = "news.en", tgt = "news.zh", weight = 3 } two line-aligned files (Moses style)
     { path = "general.tsv", weight = 0.3, train_only = true }
 
-A weight scales how often the corpus's training pairs are seen per epoch (3: three times;
-0.5: a fresh random half each epoch). It is applied when `train` plans its epochs; the
-prepared data holds each pair once. A `train_only` corpus gives no pair to the valid and
-test splits, so they are drawn from the other corpora alone (the data a model is being
-fine-tuned for, with a share of its original data mixed into training only).
+Weights and `train_only`: docs/data.md#several-corpora-weights-and-decontamination.
 """
 
 from __future__ import annotations
@@ -44,8 +40,7 @@ class Corpus:
 
 
 def parse_corpus(key: str, entry: Any) -> Corpus:
-    """One `data.inputs` entry (`key` names it in errors, e.g. "data.inputs[2]"); a Corpus
-    is taken as it is."""
+    """One `data.inputs` entry (`key` names it in errors, e.g. "data.inputs[2]")."""
     if isinstance(entry, Corpus):
         return entry
     if isinstance(entry, str):
@@ -65,10 +60,8 @@ def parse_corpus(key: str, entry: Any) -> Corpus:
     train_only = entry.get("train_only", False)
     if not isinstance(train_only, bool):
         raise UserError(f"config key '{key}.train_only' must be true or false, got {train_only!r}")
-    if set(files) == {"path"}:
-        return Corpus((files["path"],), float(weight), train_only)
-    if set(files) == {"src", "tgt"}:
-        return Corpus((files["src"], files["tgt"]), float(weight), train_only)
+    if set(files) in ({"path"}, {"src", "tgt"}):  # in that order
+        return Corpus(tuple(files.values()), float(weight), train_only)
     raise UserError(
         f"config key '{key}' needs either path = FILE or both src = FILE and tgt = FILE, "
         f"got {', '.join(sorted(files)) or 'neither'}"

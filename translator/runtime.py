@@ -18,12 +18,8 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 def keep_freed_memory() -> bool:
-    """Ask glibc's malloc to keep freed memory for reuse instead of handing it back to the
-    operating system. A training step frees and re-allocates the same large buffers; by
-    default glibc unmaps them and the next step page-faults them in again: 2.1 million
-    faults in 80 CPU steps, and 10-19% more training throughput without them (measured;
-    see docs/performance.md). Linux with glibc only; elsewhere nothing
-    happens. Returns whether the setting took."""
+    """Ask glibc's malloc to keep freed memory: training steps re-allocate the same buffers,
+    and faulting them in again costs 10-19% (docs/performance.md). Glibc only; whether it took."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
@@ -32,9 +28,8 @@ def keep_freed_memory() -> bool:
 
 
 def return_freed_memory() -> bool:
-    """Hand the memory glibc's malloc holds free back to the operating system
-    (malloc_trim), e.g. when a server falls idle after a peak. Linux with glibc only;
-    elsewhere nothing happens. Returns whether any was returned."""
+    """Hand glibc's free memory back to the OS (malloc_trim), e.g. when a server falls idle
+    after a peak. Glibc only; whether any was returned."""
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
@@ -42,29 +37,24 @@ def return_freed_memory() -> bool:
     return bool(trim(0))
 
 
-# The one answer to "does this CPU multiply bf16 matrices natively", read by every bf16 path
-# (train.precision auto, the warning for bf16 asked for on a CPU without them, the benchmarks).
+# The one answer to "does this CPU multiply bf16 matrices natively", for every bf16 path.
 BF16_OVERRIDE = "TRANSLATOR_CPU_BF16"  # 1 or 0: the answer, whatever the CPU (tests, emulation)
-# oneDNN ISAs below AVX512_CORE_BF16: capped there (ONEDNN_MAX_CPU_ISA), a CPU runs bf16 slowly
-_ONEDNN_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
-_ATEN_WITHOUT_BF16 = ("DEFAULT", "AVX2")  # ATEN_CPU_CAPABILITY values of CPUs without bf16
+# values that cap a CPU's ISA below its bf16 instructions (oneDNN's: below AVX512_CORE_BF16)
+_WITHOUT_BF16 = {
+    "ONEDNN_MAX_CPU_ISA": ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"),
+    "ATEN_CPU_CAPABILITY": ("DEFAULT", "AVX2"),
+}
 
 
 def cpu_bf16() -> tuple[bool, str]:
-    """Whether this CPU has bf16 matrix instructions (AVX-512 BF16 or AMX-BF16) that PyTorch
-    and oneDNN may use, and why, as a log line reads it. Without them a bf16 matrix multiply
-    is emulated, tens to hundreds of times slower than fp32 (docs/development.md). The
-    environment can say no for a CPU that has them, as on an AVX2-only one
-    (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2: docs/development.md), and
-    TRANSLATOR_CPU_BF16=0 or 1 decides whatever the CPU."""
+    """Whether this CPU has bf16 matrix instructions (AVX-512 BF16, AMX-BF16) that PyTorch
+    may use, and why: without them bf16 is emulated, tens to hundreds of times slower than
+    fp32; the environment can cap the ISA below them (docs/development.md)."""
     forced = os.environ.get(BF16_OVERRIDE, "").strip()
     if forced in ("0", "1"):
         has = "has" if forced == "1" else "has no"
         return forced == "1", f"this CPU {has} bf16 matrix instructions ({BF16_OVERRIDE}={forced})"
-    for variable, capped in (
-        ("ONEDNN_MAX_CPU_ISA", _ONEDNN_WITHOUT_BF16),
-        ("ATEN_CPU_CAPABILITY", _ATEN_WITHOUT_BF16),
-    ):
+    for variable, capped in _WITHOUT_BF16.items():
         value = os.environ.get(variable, "")
         if value.upper() in capped:
             return False, f"this CPU has no bf16 matrix instructions ({variable}={value})"
@@ -87,36 +77,26 @@ def worker_count(setting: int) -> int:
 
 
 def pick_device(name: str) -> torch.device:
-    """`train.device`: auto (CUDA if there is one), cpu, cuda or cuda:N. Choosing CUDA also
-    sets its attention kernels (`without_cudnn_attention`)."""
+    """`train.device`: auto (CUDA if there is one), cpu, cuda or cuda:N."""
     import torch  # here, so that commands without a model start without it
 
     try:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        if name != "auto":
-            device = torch.device(name)
+        auto = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(auto if name == "auto" else name)
     except RuntimeError:
         raise UserError(f"unknown device {name!r} (use auto, cpu or cuda)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {name!r} requested but CUDA is not available")
     if device.type == "cuda":
-        without_cudnn_attention()
+        # no cuDNN attention: it plans every new shape, and batches come in hundreds of shapes
+        # (docs/performance.md#on-a-gpu); flash and memory-efficient remain
+        torch.backends.cuda.enable_cudnn_sdp(False)
     return device
 
 
-def without_cudnn_attention() -> None:
-    """Leave cuDNN out of `F.scaled_dot_product_attention`'s choices (flash and
-    memory-efficient remain). cuDNN builds a plan for every new shape, and our batches come
-    in hundreds of shapes (what that cost: docs/performance.md#on-a-gpu)."""
-    import torch
-
-    torch.backends.cuda.enable_cudnn_sdp(False)
-
-
 class StopSignals:
-    """While active, SIGINT and SIGTERM only ask to stop (`requested` names the signal), so
-    training can finish its update, save, and exit cleanly; a second SIGINT interrupts at
-    once. Outside the main thread (where handlers cannot be set) it does nothing."""
+    """While active, SIGINT and SIGTERM only ask to stop (`requested`), so training can save
+    and exit cleanly; a second SIGINT interrupts at once. Main thread only."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

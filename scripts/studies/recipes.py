@@ -83,13 +83,10 @@ VARIANTS: dict[str, list[str]] = {
     # the levers of quality that grows with compute (docs/quality.md)
     "plateau-bleu": ["train.plateau_metric='bleu'"],
     "plateau-bleu-p4": ["train.plateau_metric='bleu'", "train.plateau_patience=4"],
-    "inverse-sqrt": ["train.schedule='inverse_sqrt'"],
     "ema-0.999": ["train.ema=0.999"],
     "ema-0.9995": ["train.ema=0.9995"],
     "ema-0.9998": ["train.ema=0.9998"],
     "subword-4": ["data.subword_sampling=4"],
-    "rdrop-5": ["train.rdrop=5.0"],  # R-Drop with the alpha of its paper's IWSLT runs
-    "rdrop-1": ["train.rdrop=1.0"],
     "levers": LEVERS,
     "levers-seed-2": [*LEVERS, "train.seed=2"],
     "levers-dropout-0.2": [*LEVERS, "model.dropout=0.2"],

@@ -3,9 +3,12 @@ turning of user errors into one line and exit code 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import logging
 import sys
+import typing
 from pathlib import Path
 from typing import Annotated
 
@@ -46,42 +49,6 @@ CheckpointOpt = Annotated[
         help="A checkpoint or run directory (default: the config's run's model, train.final).",
     ),
 ]
-BeamOpt = Annotated[
-    int | None, typer.Option("--beam", help="Beam size; 1 is greedy (default: decode.beam).")
-]
-PenaltyOpt = Annotated[
-    float | None,
-    typer.Option("--length-penalty", help="GNMT length penalty alpha for beam search."),
-]
-EngineOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--engine",
-        help="auto: the CTranslate2 export beside the checkpoint if there is one (translator "
-        "export), else ours; torch: ours; ctranslate2: the export --model names.",
-    ),
-]
-PrecisionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--precision",
-        help="Weights in auto (ours: bf16 on CPUs with bf16 instructions, else fp32; "
-        "CTranslate2: int8 on a CPU), fp32, bf16 or int8 (decode.precision).",
-    ),
-]
-ModelDirOpt = Annotated[
-    Path | None,
-    typer.Option("--model", help="A directory written by `translator export` (ctranslate2)."),
-]
-GlossaryOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--glossary",
-        help="TSV or CSV of English terms and the Chinese each must be translated as "
-        "(decode.glossary).",
-    ),
-]
-DEFAULT_CONFIG = config_module.DEFAULT_CONFIG
 
 
 class _TqdmHandler(logging.Handler):
@@ -92,8 +59,7 @@ class _TqdmHandler(logging.Handler):
 
 
 def setup_process(keep_memory: bool = True) -> None:
-    """Log lines on stderr; also, `keep_memory`, glibc's malloc keeps what is freed (faster
-    training steps; a server wants its memory back after a peak instead)."""
+    """Log lines on stderr; with `keep_memory`, glibc keeps freed memory (not for a server)."""
     if keep_memory:
         keep_freed_memory()
     handler = _TqdmHandler()
@@ -121,31 +87,76 @@ def user_errors(command):
     return wrapper
 
 
+def command(name: str | None = None):
+    """Register a subcommand, its user errors turned into one line (`user_errors`)."""
+    return lambda function: app.command(name)(user_errors(function))
+
+
 def default_checkpoint(config: config_module.Config, given: Path | None) -> Path:
-    """--checkpoint (a checkpoint or a run directory), else the model of the config's run
-    (train.final, final.json). The commands name it beside the engine line, once their
-    checks have passed (`Translator.model_line`)."""
+    """--checkpoint (a checkpoint or a run directory), else the config's run's model."""
     from translator.model.rundir import RunDir, checkpoint_in
 
     return checkpoint_in(given) if given is not None else RunDir(config.train.run_dir).final.path
 
 
-def run_options(
-    device: str | None,
-    beam: int | None,
-    length_penalty: float | None,
-    engine: str | None = None,
-    model_dir: Path | None = None,
-    glossary: Path | None = None,
-    precision: str | None = None,
-) -> dict[str, object]:
-    """The flags of translate, eval and serve, as the config keys they set."""
-    return {
-        "train.device": device,
-        "decode.beam": beam,
-        "decode.length_penalty": length_penalty,
-        "decode.engine": engine,
-        "decode.model_dir": None if model_dir is None else str(model_dir),
-        "decode.glossary": None if glossary is None else str(glossary),
-        "decode.precision": precision,
-    }
+# ---- config keys as flags, read from their declarations (config.py's `option`) ----
+
+SECTIONS = {
+    "decode": {
+        "engine": config_module.EngineOptions,
+        "search": config_module.SearchOptions,
+        "text": config_module.TextOptions,
+    },
+    "distill": {"distill": config_module.DistillConfig},
+}
+
+
+def config_options(
+    section: str, *parts: str, exclude: tuple[str, ...] = (), include: tuple[str, ...] = ()
+):
+    """A command that takes the keys of `section`'s `parts` (less `exclude`, plus `include`)
+    as flags, passed as one argument named for the section: {config key: value or None}."""
+    declared = [
+        (f, part)
+        for part, cls in SECTIONS[section].items()
+        for f in dataclasses.fields(cls)
+        if (part in parts or f.name in include)
+        and f.name not in exclude
+        and f.metadata.get("flag") is not None
+    ]
+
+    def wrap(command):
+        signature = inspect.signature(command, eval_str=True)
+        kept = [p for p in signature.parameters.values() if p.name != section]
+        added = [_parameter(section, f, part) for f, part in declared]
+
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            given = {f"{section}.{f.name}": kwargs.pop(f.name) for f, _ in declared}
+            return command(*args, **{section: given}, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=kept + added)
+        wrapper.__annotations__ = {p.name: p.annotation for p in kept + added}
+        return wrapper
+
+    return wrap
+
+
+decode_options = functools.partial(config_options, "decode")
+
+
+def _parameter(section: str, declared: dataclasses.Field, part: str) -> inspect.Parameter:
+    """The flag of a declared key, in its part's panel of the help; None when not given."""
+    hint = typing.get_type_hints(type(getattr(config_module.Config(), section)))[declared.name]
+    kind = {bool: bool, int: int, float: float}.get(hint, str)
+    names = (declared.metadata["flag"] or f"--{declared.name.replace('_', '-')}").split()
+    if kind is bool and "/" not in names[0]:
+        names[0] = f"{names[0]}/--no-{names[0][2:]}"
+    default = declared.default
+    text = f"{declared.metadata['help']} ({section}.{declared.name}, default {default!r})"
+    panel = None if part == section else f"Decoding: the {part} (a flag overrides its key)"
+    option = typer.Option(*names, help=text, show_default=False, rich_help_panel=panel)
+    annotation = Annotated[kind | None, option]  # type: ignore[valid-type]
+    return inspect.Parameter(
+        declared.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )

@@ -11,28 +11,20 @@ import typer
 
 from translator import config as config_module
 from translator.cli.common import (
-    DEFAULT_CONFIG,
-    BeamOpt,
     CheckpointOpt,
     ConfigOpt,
     DeviceOpt,
-    EngineOpt,
-    GlossaryOpt,
-    ModelDirOpt,
-    PrecisionOpt,
     SetOpt,
     SourceArg,
-    app,
+    command,
+    decode_options,
     default_checkpoint,
-    run_options,
     setup_process,
-    user_errors,
 )
 from translator.errors import UserError
 
 
-@app.command()
-@user_errors
+@command()
 def release(
     source: SourceArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="The file to write, e.g. model.pt.")],
@@ -54,8 +46,7 @@ def release(
     )
 
 
-@app.command()
-@user_errors
+@command()
 def export(
     source: SourceArg,
     out: Annotated[
@@ -102,14 +93,13 @@ def export(
             typer.echo(f"note: {caveat}", err=True)
         return
     from translator.deploy.export import export as run_export
-    from translator.inference.factory import beside
+    from translator.inference.ct2_engine import beside
 
     path = run_export(checkpoint, out or beside(checkpoint), quantization, force)
     typer.echo(f"wrote {path} ({quantization or 'float32'}) from {checkpoint}")
 
 
-@app.command("import-hf")
-@user_errors
+@command("import-hf")
 def import_hf(
     directory: Annotated[
         Path,
@@ -139,20 +129,14 @@ def import_hf(
     )
 
 
-@app.command()
-@user_errors
+@command()
+@decode_options("engine", "search", "text", exclude=("nbest",))
 def serve(
-    config_file: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = config_module.DEFAULT_CONFIG,
     checkpoint: CheckpointOpt = None,
-    engine: EngineOpt = None,
-    model: ModelDirOpt = None,
-    beam: BeamOpt = None,
     device: DeviceOpt = None,
-    glossary: GlossaryOpt = None,
-    precision: PrecisionOpt = None,
     host: Annotated[
-        str | None,
-        typer.Option("--host", help="Address to listen on (serve.host; 0.0.0.0: all)."),
+        str | None, typer.Option("--host", help="Address to listen on (serve.host; 0.0.0.0: all).")
     ] = None,
     port: Annotated[int | None, typer.Option("--port", help="Port (serve.port).")] = None,
     batching: Annotated[
@@ -160,14 +144,15 @@ def serve(
         typer.Option("--batching/--no-batching", help="Decode concurrent requests together."),
     ] = None,
     set_: SetOpt = None,
+    decode: dict | None = None,
 ):
     """Serve the model over HTTP: POST /translate, GET /health, and a page at /."""
     from translator.deploy.access import api_keys
     from translator.deploy.decoder import DecoderProcess
     from translator.deploy.server import create_app, require_fastapi
 
-    values = run_options(device, beam, None, engine, model, glossary, precision)
-    values.update({"serve.host": host, "serve.port": port, "serve.batching": batching})
+    values = {"train.device": device, "serve.host": host, "serve.port": port} | decode
+    values["serve.batching"] = batching
     config = config_module.load(config_file, set_ or [], values)
     api_keys(config.serve)  # a key file that cannot be read: one line, before the model loads
     require_fastapi()
@@ -176,21 +161,15 @@ def serve(
     setup = functools.partial(setup_process, keep_memory=False)  # back down after a flood
     setup()
     path = default_checkpoint(config, checkpoint)
-    _check_free(config.serve.host, config.serve.port)
+    address = f"{config.serve.host}:{config.serve.port}"
+    try:  # one clear line if the address cannot be bound, before the server tries
+        socket.create_server((config.serve.host, config.serve.port)).close()
+    except OSError as exc:
+        raise UserError(f"cannot serve on {address}: {exc.strerror or exc}") from None
     decoder = DecoderProcess(config, path, setup)  # loaded before the server starts
     # this process never imports PyTorch: the decoding process names what it decodes
     about = {**decoder.model, "glossary": decoder.glossary}  # names, no paths: clients see it
     app_ = create_app(decoder, config.decode, config.serve, about)
-    address = f"http://{config.serve.host}:{config.serve.port}"
-    typer.echo(f"serving {decoder.origin} on {address} (Ctrl-C stops)")
-    # SIGTERM or Ctrl-C: no new connections, what was admitted answered, then exit 0; the
-    # decoding process ignores signals: it ends when its pipe closes
+    typer.echo(f"serving {decoder.origin} on http://{address} (Ctrl-C stops)")
+    # SIGTERM or Ctrl-C: what was admitted answered, then exit 0; the decoder ends with its pipe
     serve_app(app_, config.serve, on_stop=decoder.close)
-
-
-def _check_free(host: str, port: int) -> None:
-    """One clear line if the address cannot be bound, before the server tries."""
-    try:
-        socket.create_server((host, port)).close()
-    except OSError as exc:
-        raise UserError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None

@@ -9,22 +9,18 @@ import typer
 
 from translator import config as config_module
 from translator.cli.common import (
-    DEFAULT_CONFIG,
-    BeamOpt,
     CheckpointOpt,
     ConfigOpt,
     DeviceOpt,
     SetOpt,
-    app,
+    command,
+    decode_options,
     default_checkpoint,
-    run_options,
     setup_process,
-    user_errors,
 )
 
 
-@app.command()
-@user_errors
+@command()
 def plot(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (it holds metrics.tsv).")],
     out: Annotated[
@@ -36,15 +32,11 @@ def plot(
     (needs matplotlib: pip install "translator\\[plot]")."""
     from translator.inspect.plot import plot_run
 
-    written = plot_run(run_dir, out or run_dir / "training.png")
-    typer.echo(f"wrote {written}")
+    typer.echo(f"wrote {plot_run(run_dir, out or run_dir / 'training.png')}")
 
 
-@app.command()
-@user_errors
-def info(
-    source: Annotated[Path, typer.Argument(help="A run directory or a checkpoint.")],
-):
+@command()
+def info(source: Annotated[Path, typer.Argument(help="A run directory or a checkpoint.")]):
     """Parameter count, config, data statistics, epochs and updates trained, best epoch."""
     from translator.inspect.info import describe
 
@@ -52,8 +44,8 @@ def info(
         typer.echo(line)
 
 
-@app.command()
-@user_errors
+@command()
+@decode_options(include=("beam",))
 def attention(
     text: Annotated[str, typer.Argument(help="One English sentence.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="PNG to write.")] = Path("attn.png"),
@@ -61,22 +53,23 @@ def attention(
         int | None,
         typer.Option("--layer", help="Decoder layer, 1-based (default: mean over layers)."),
     ] = None,
-    config_file: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = config_module.DEFAULT_CONFIG,
     checkpoint: CheckpointOpt = None,
-    beam: BeamOpt = None,
     device: DeviceOpt = None,
     set_: SetOpt = None,
+    decode: dict | None = None,
 ):
     """Translate one sentence and draw the decoder's cross-attention as a heatmap: the
     pieces it wrote against the source pieces (needs matplotlib)."""
     from translator.inference.text import Translator
+    from translator.inference.torch_engine import NAME as OURS
     from translator.inspect.attention import cross_attention, plot_attention
     from translator.inspect.plot import require_matplotlib
 
     require_matplotlib()
-    config = config_module.load(config_file, set_ or [], run_options(device, beam, None))
+    config = config_module.load(config_file, set_ or [], {"train.device": device} | decode)
     setup_process()
-    config.decode.engine = "torch"  # the weights are what it reads
+    config.decode.engine = OURS  # the weights are what it reads
     translator = Translator.open(config, default_checkpoint(config, checkpoint))
     found = cross_attention(translator, text)
     written = plot_attention(found, out, layer)

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from translator import config as config_module
-from translator.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    SetOpt,
-    app,
-    setup_process,
-    user_errors,
-)
+from translator.cli.common import ConfigOpt, SetOpt, command, setup_process
 from translator.errors import UserError
 
+if TYPE_CHECKING:
+    from translator.corpus.preparer import Prepared
 
-@app.command()
-@user_errors
+
+@command()
 def download(
     source: Annotated[
         str,
@@ -82,10 +77,9 @@ def download(
     typer.echo(f"next: translator prepare --input {result.pairs_file}")
 
 
-@app.command()
-@user_errors
+@command()
 def prepare(
-    config_file: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = config_module.DEFAULT_CONFIG,
     input: Annotated[  # noqa: A002 - the option is --input
         list[Path] | None,
         typer.Option("--input", "-i", help="Corpus file (repeatable); default: data.inputs."),
@@ -133,14 +127,13 @@ def prepare(
     from translator.corpus.preparer import output_dir_for
     from translator.corpus.preparer import prepare as run_prepare
 
-    inputs: list | None = [str(p) for p in input or []]
+    inputs: list = [str(p) for p in input or []]
     if pair:
-        inputs += [{"src": str(pair[0]), "tgt": str(pair[1])}]  # type: ignore[operator]
-    inputs = inputs or None
+        inputs.append({"src": str(pair[0]), "tgt": str(pair[1])})
     if out is None and inputs:
         out = output_dir_for(str((input or pair)[0]), len(inputs))
     values = {
-        "data.inputs": inputs,
+        "data.inputs": inputs or None,
         "data.exclude": [str(p) for p in exclude] if exclude else None,
         "data.format": format,
         "data.dir": None if out is None else str(out),
@@ -151,11 +144,18 @@ def prepare(
     config = config_module.load(config_file, set_ or [], values)
     setup_process()
     result = run_prepare(config.data)
+    _report(result, config.data)
+    if config.data.dir != configured_dir:
+        typer.echo(f"to train on it: translator train -c {config_file} --set data.dir='{out}'")
+
+
+def _report(result: Prepared, data: config_module.DataConfig) -> None:
+    """What `prepare` read (malformed rows on stderr), dropped and wrote, and how long it took."""
     s = result.stats
     for example in s["malformed_examples"]:
         typer.echo(f"skipped {example}", err=True)
     kinds = ", ".join(f"{n:,} {kind}" for kind, n in s["malformed_by_kind"].items())
-    excluded = f", {s['excluded']:,} excluded (data.exclude)" if config.data.exclude else ""
+    excluded = f", {s['excluded']:,} excluded (data.exclude)" if data.exclude else ""
     typer.echo(
         f"read {s['rows_read']:,} rows from {len(s['inputs'])} corpus(es): {s['malformed']:,} "
         f"malformed{f' ({kinds})' if kinds else ''}, {s['headers']:,} header(s), "
@@ -163,7 +163,7 @@ def prepare(
         f"{s['duplicates']:,} duplicates{excluded}; {s['traditional_converted']:,} converted "
         f"to simplified"
     )
-    if len(s["inputs"]) > 1 or config.data.exclude:
+    if len(s["inputs"]) > 1 or data.exclude:
         for c in s["inputs"]:
             typer.echo(
                 f"  {c['name']} ({c['format']}, weight {c['weight']:g}): {c['rows']:,} read, "
@@ -177,9 +177,7 @@ def prepare(
         f"{s['largest_group']:,}) → {splits}"
     )
     cover = s["coverage"]
-    origin = (
-        f"from {config.data.tokenizers_from}" if config.data.tokenizers_from else "trained here"
-    )
+    origin = f"from {data.tokenizers_from}" if data.tokenizers_from else "trained here"
     typer.echo(
         f"tokenizers {origin}: vocab {s['vocab_size']['en']:,} en / {s['vocab_size']['zh']:,} "
         f"zh; <unk> or byte pieces: en {cover['en']['fallback']:.2%}, zh "
@@ -190,5 +188,3 @@ def prepare(
     total = sum(result.seconds.values())
     readers = f"{result.workers} process{'es' if result.workers > 1 else ''}"
     typer.echo(f"took {total:.1f} s: {stages} (read by {readers})")
-    if config.data.dir != configured_dir:
-        typer.echo(f"to train on it: translator train -c {config_file} --set data.dir='{out}'")

@@ -8,22 +8,13 @@ from typing import Annotated
 import typer
 
 from translator import config as config_module
-from translator.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    DeviceOpt,
-    SetOpt,
-    app,
-    setup_process,
-    user_errors,
-)
+from translator.cli.common import ConfigOpt, DeviceOpt, SetOpt, command, setup_process
 from translator.errors import UserError
 
 
-@app.command()
-@user_errors
+@command()
 def train(
-    config_file: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = config_module.DEFAULT_CONFIG,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from last.pt.")] = False,
     init_from: Annotated[
         Path | None,
@@ -88,8 +79,7 @@ def train(
         typer.echo(f"the run's model: {result.final.path} ({result.final.why})")
 
 
-@app.command()
-@user_errors
+@command()
 def average(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (train.run_dir).")],
     last: Annotated[int, typer.Option("--last", help="How many newest epochs to average.")] = 5,
@@ -100,8 +90,7 @@ def average(
         ),
     ] = None,
     ema: Annotated[
-        bool,
-        typer.Option("--ema", help="Average the epochs' moving averages (train.ema) instead."),
+        bool, typer.Option("--ema", help="Average the epochs' moving averages (train.ema) instead.")
     ] = False,
 ):
     """Average the weights of a run's last N epochs into one checkpoint."""

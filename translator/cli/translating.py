@@ -15,75 +15,39 @@ import typer
 
 from translator import config as config_module
 from translator.cli.common import (
-    DEFAULT_CONFIG,
-    BeamOpt,
     CheckpointOpt,
     ConfigOpt,
     DeviceOpt,
-    EngineOpt,
-    GlossaryOpt,
-    ModelDirOpt,
-    PenaltyOpt,
-    PrecisionOpt,
     SetOpt,
-    app,
+    command,
+    decode_options,
     default_checkpoint,
-    run_options,
     setup_process,
-    user_errors,
 )
 from translator.errors import UserError
 
 
-@app.command()
-@user_errors
+@command()
+@decode_options("engine", "search", "text")
 def translate(
     text: Annotated[
         list[str] | None, typer.Argument(help="Sentences to translate; '-' reads stdin.")
     ] = None,
-    config_file: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = config_module.DEFAULT_CONFIG,
     input: Annotated[  # noqa: A002
-        Path | None, typer.Option("--input", "-i", help="File with one sentence a line.")
+        Path | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="File of English text; each line is split into sentences and gives one "
+            "output line.",
+        ),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write translations here.")
     ] = None,
     checkpoint: CheckpointOpt = None,
-    beam: BeamOpt = None,
-    length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
-    engine: EngineOpt = None,
-    model: ModelDirOpt = None,
-    split: Annotated[
-        bool | None,
-        typer.Option(
-            "--split/--no-split",
-            help="Split each line into sentences and join their translations (default: on).",
-        ),
-    ] = None,
-    nbest: Annotated[
-        int | None,
-        typer.Option(
-            "--nbest", help="Write the N best translations with scores, a JSON object a line."
-        ),
-    ] = None,
-    no_repeat_ngram: Annotated[
-        int | None,
-        typer.Option("--no-repeat-ngram", help="Never write an n-gram of this size twice."),
-    ] = None,
-    sample: Annotated[
-        bool | None, typer.Option("--sample", help="Draw tokens at random instead of searching.")
-    ] = None,
-    topk: Annotated[int | None, typer.Option("--topk", help="Sample from the k best.")] = None,
-    topp: Annotated[
-        float | None, typer.Option("--topp", help="Sample from the top p of probability.")
-    ] = None,
-    temperature: Annotated[
-        float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).")
-    ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Sampling's random seed.")] = None,
-    glossary: GlossaryOpt = None,
-    precision: PrecisionOpt = None,
     report_time: Annotated[
         bool,
         typer.Option(
@@ -91,6 +55,7 @@ def translate(
         ),
     ] = False,
     set_: SetOpt = None,
+    decode: dict | None = None,
 ):
     """Translate English into Chinese (greedy, beam search with --beam, or --sample), each
     line split into sentences; --glossary decides how its terms are translated. Without
@@ -106,18 +71,7 @@ def translate(
         sentences.extend(read_stdin_lines() if item == "-" else [item])
     if input is not None:
         sentences.extend(read_lines(input))
-    decoding = {
-        "decode.split": split,
-        "decode.nbest": nbest,
-        "decode.no_repeat_ngram": no_repeat_ngram,
-        "decode.sample": sample,
-        "decode.topk": topk,
-        "decode.topp": topp,
-        "decode.temperature": temperature,
-        "decode.seed": seed,
-    }
-    values = run_options(device, beam, length_penalty, engine, model, glossary, precision)
-    config = config_module.load(config_file, set_ or [], values | decoding)
+    config = config_module.load(config_file, set_ or [], {"train.device": device} | decode)
     setup_process()
     translator = Translator.open(config, default_checkpoint(config, checkpoint))
     started = time.perf_counter()
@@ -145,33 +99,12 @@ def translate(
                 f"({len(sentences) / max(seconds, 1e-9):,.1f} lines/s, the model loaded)",
                 err=True,
             )
-    report_spans(translator.spans_lost, translator.spans_appended)
-    if translator.glossary is not None:
-        report_terms(translator.counts["terms"], translator.counts["terms_missed"])
-    if names := translator.counts["names_kept"]:
-        typer.echo(
-            f"note: {names} name{'s' if names > 1 else ''} the model never saw in training "
-            "carried through as written (decode.keep_names)",
-            err=True,
-        )
+    report(translator)
 
 
-def report_terms(terms: int, missed: int) -> None:
-    """translate's summary of the glossary, on stderr: its terms in the input and how many
-    of them the translations do not hold."""
-    held = (
-        "all of them written as the glossary has them"
-        if not missed
-        else (f"{missed:,} of them not written as the glossary has them; --nbest 1 names them")
-    )
-    typer.echo(
-        f"glossary: {terms:,} term{'s' if terms != 1 else ''} in the input, {held}", err=True
-    )
-
-
-def report_spans(lost: int, appended: int) -> None:
-    """translate's summary, on stderr: the protected spans its translations lost, and those
-    decode.span_guard put at the end of their sentence."""
+def report(translator) -> None:
+    """translate's summary on stderr: protected spans lost or moved, glossary terms, names."""
+    lost, appended = translator.spans_lost, translator.spans_appended
     if lost:
         typer.echo(
             f"warning: {lost} protected span{'s' if lost > 1 else ''} (URLs, e-mail "
@@ -184,14 +117,25 @@ def report_spans(lost: int, appended: int) -> None:
             "write put at the end of their sentence (decode.span_guard); --nbest 1 names them",
             err=True,
         )
+    if translator.glossary is not None:
+        terms, missed = translator.counts["terms"], translator.counts["terms_missed"]
+        held = "all of them written as the glossary has them"
+        if missed:
+            held = f"{missed:,} of them not written as the glossary has them; --nbest 1 names them"
+        typer.echo(
+            f"glossary: {terms:,} term{'s' if terms != 1 else ''} in the input, {held}", err=True
+        )
+    if names := translator.counts["names_kept"]:
+        typer.echo(
+            f"note: {names} name{'s' if names > 1 else ''} the model never saw in training "
+            "carried through as written (decode.keep_names)",
+            err=True,
+        )
 
 
 def rendered(lines: list[str], results: list) -> list[str]:
-    """The output lines: the translations, or with --nbest one JSON object a line:
-    {"source": ..., "hypotheses": [{"text": ..., "score": ..., "lost": [...],
-    "appended": [...], "missed": [...]}, ...]}, best first, scores to 4 decimals, `lost` the
-    protected spans the hypothesis lacks, `appended` those decode.span_guard put at the end
-    of their sentence, `missed` the glossary's Chinese it does not hold."""
+    """The output lines: the translations, or with --nbest one JSON object a line
+    (docs/translating.md#n-best-lists-and-scores)."""
     if not results or isinstance(results[0], str):
         return results
     return [
@@ -202,15 +146,12 @@ def rendered(lines: list[str], results: list) -> list[str]:
 
 def _fields(hypothesis) -> dict:
     """A hypothesis as JSON fields; a score that was not computed (NaN) as null."""
-    fields = hypothesis._asdict()
-    if math.isnan(fields["score"]):
-        fields["score"] = None
-    return fields
+    score = hypothesis.score
+    return hypothesis._asdict() | {"score": None if math.isnan(score) else score}
 
 
 def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
-    """The prompt loop on a terminal; otherwise stdin translated as its lines arrive, each
-    batch written (to stdout or `output`) and flushed as soon as it is decoded."""
+    """The prompt loop on a terminal; otherwise stdin translated as its lines arrive."""
     from translator.inference.stream import decoded_lines, prompt_loop, translate_stream
 
     if interactive and output is None:
@@ -226,10 +167,10 @@ def translate_stdin(translator, output: Path | None, interactive: bool) -> None:
         translate_stream(translator.translate, lines, write, translator.decode_cfg.batch_size)
 
 
-@app.command("eval")
-@user_errors
+@command("eval")
+@decode_options("engine", "search", "text", exclude=("split", "glossary", "nbest"))
 def evaluate(
-    config_file: ConfigOpt = DEFAULT_CONFIG,
+    config_file: ConfigOpt = config_module.DEFAULT_CONFIG,
     src: Annotated[Path | None, typer.Option("--src", help="English file to translate.")] = None,
     ref: Annotated[
         list[Path] | None,
@@ -243,12 +184,7 @@ def evaluate(
         typer.Option("--hyp", help="Score this hypothesis file against --ref (no model needed)."),
     ] = None,
     checkpoint: CheckpointOpt = None,
-    beam: BeamOpt = None,
-    length_penalty: PenaltyOpt = None,
     device: DeviceOpt = None,
-    engine: EngineOpt = None,
-    model: ModelDirOpt = None,
-    precision: PrecisionOpt = None,
     robust: Annotated[
         bool,
         typer.Option(
@@ -272,6 +208,7 @@ def evaluate(
         ),
     ] = None,
     set_: SetOpt = None,
+    decode: dict | None = None,
 ):
     """Score the model with sacrebleu BLEU (tokenize=zh) and chrF on the test split: each
     English sentence translated once, scored against all its translations. --robustness:
@@ -284,29 +221,23 @@ def evaluate(
             raise UserError("--hyp takes one or more --ref files and no --src or --robustness")
         print_scores(score_files(hyp, ref), f"hypotheses from {hyp}")
         return
-    config = config_module.load(
-        config_file,
-        set_ or [],
-        run_options(device, beam, length_penalty, engine, model, glossary, precision),
-    )
-    if (src is None) != (not ref):
-        raise UserError("--src and --ref go together")
-    if split not in ("test", "valid"):
-        raise UserError(f"--split must be test or valid, got {split!r}")
-    if robust and src is not None:
-        raise UserError("--robustness scores a prepared split (--split), not --src")
-    if as_json and not robust:
-        raise UserError("--json goes with --robustness")
-    if entities < 1:
-        raise UserError(f"--entities must be at least 1, got {entities}")
+    given = {"train.device": device, "decode.glossary": glossary and str(glossary)}
+    config = config_module.load(config_file, set_ or [], given | decode)
+    for wrong, message in (
+        ((src is None) != (not ref), "--src and --ref go together"),
+        (split not in ("test", "valid"), f"--split must be test or valid, got {split!r}"),
+        (robust and src is not None, "--robustness scores a prepared split (--split), not --src"),
+        (as_json and not robust, "--json goes with --robustness"),
+        (entities < 1, f"--entities must be at least 1, got {entities}"),
+    ):
+        if wrong:
+            raise UserError(message)
     setup_process()
+    path = default_checkpoint(config, checkpoint)
     if robust:
-        print_robustness(
-            *evaluate_robustness(config, default_checkpoint(config, checkpoint), split, entities),
-            as_json,
-        )
+        print_robustness(*evaluate_robustness(config, path, split, entities), as_json)
         return
-    result = evaluate_files(config, default_checkpoint(config, checkpoint), src, ref or [], split)
+    result = evaluate_files(config, path, src, ref or [], split)
     print_scores(result.scores, f"hypotheses in {result.hypotheses}")
     if result.terms is not None:
         from translator.evaluation.terminology import table
@@ -329,8 +260,7 @@ def print_robustness(result, path: Path, as_json: bool) -> None:
 
 
 def print_scores(s, origin: str) -> None:
-    """The lines eval prints: BLEU, chrF (with signatures), first-reference-only scores
-    when there are several, and what was scored."""
+    """The lines eval prints: BLEU, chrF, first-reference-only scores, what was scored."""
     typer.echo(f"BLEU = {s.bleu:.2f}  {s.bleu_signature}")
     typer.echo(f"chrF = {s.chrf:.2f}  {s.chrf_signature}")
     if s.references > s.sentences:

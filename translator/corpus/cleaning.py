@@ -1,9 +1,5 @@
 """One chunk of raw pairs → normalised, filtered pairs and their 64-bit keys.
 
-    normalise (data/normalization.py) → drop empty sides → drop over-long pairs and implausible
-      length ratios → keys: a hash of the pair (for exact dedupe) and the loose key of
-      each side (for the leak-free split)
-
 A pure function of the chunk and the config, so `prepare` runs it in worker processes on
 blocks of the input, and the whole corpus is deduplicated and grouped afterwards from the
 keys alone (integer arrays, never a set of strings).
@@ -18,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from translator.config import DataConfig
-from translator.corpus.split import sentence_keys
+from translator.corpus.split import hashed, sentence_keys
 from translator.data.normalization import has_traditional, normalize_en, to_simplified
 
 
@@ -33,8 +29,8 @@ class Cleaned:
 
 
 def normalize_pairs(pairs: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Both sides normalised; Chinese lines with a traditional character made simplified.
-    Returns the pairs and how many lines the conversion changed."""
+    """Both sides normalised (traditional Chinese made simplified), and how many lines that
+    conversion changed."""
     zh = pairs["zh"].map(normalize_en)  # the same steps as English first
     traditional = zh.map(has_traditional).astype(bool)
     simplified = zh[traditional].map(to_simplified)
@@ -64,16 +60,12 @@ def clean_chunk(raw: pd.DataFrame, data_cfg: DataConfig) -> Cleaned:
     )
     return Cleaned(
         pairs,
-        _hash(pairs[["en", "zh"]]),
+        hashed(pairs[["en", "zh"]]),
         sentence_keys(pairs["en"]),
         sentence_keys(pairs["zh"]),
-        _hash(pairs["en"]),
+        hashed(pairs["en"]),
         counts,
     )
-
-
-def _hash(values: pd.DataFrame | pd.Series) -> np.ndarray:
-    return pd.util.hash_pandas_object(values, index=False).to_numpy(np.uint64)
 
 
 def first_occurrences(pair_key: np.ndarray) -> np.ndarray:

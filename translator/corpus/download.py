@@ -1,18 +1,7 @@
 """`translator download`: English–Mandarin pairs from Tatoeba's public exports (or the
-manythings.org Anki file), written in a layout `translator prepare` reads.
-
-Tatoeba (https://downloads.tatoeba.org/exports/, weekly, CC-BY 2.0 FR):
-
-    per_language/eng/eng_sentences.tsv.bz2   id <TAB> eng <TAB> text
-    per_language/cmn/cmn_sentences.tsv.bz2   id <TAB> cmn <TAB> text
-    per_language/cmn/cmn-eng_links.tsv.bz2   cmn id <TAB> eng id
-
-are joined through the links into the sentence-pairs layout (en id, en text, zh id, zh
-text), one line per pair, ordered by English then Chinese id. The English file (about two
-million sentences) is read in chunks, keeping only the linked ones.
-
-Anki (https://www.manythings.org/anki/cmn-eng.zip): the archive's cmn.txt, already
-`en <TAB> zh <TAB> attribution`.
+manythings.org Anki file), written in a layout `translator prepare` reads: Tatoeba's
+sentence files joined through their links into its sentence-pairs layout, Anki's cmn.txt
+as it is.
 """
 
 from __future__ import annotations
@@ -52,10 +41,7 @@ def download(source: str, out: Path, base_url: str | None = None, progress=True)
     if source not in SOURCES:
         raise UserError(f"unknown source {source!r} (use tatoeba, anki, opus or wmt)")
     base = (base_url or os.environ.get(BASE_URL_VARIABLE) or SOURCES[source]).rstrip("/")
-    cache = out / "downloads"
-    if source == "anki":
-        return _anki(base, cache, out, progress)
-    return _tatoeba(base, cache, out, progress)
+    return (_anki if source == "anki" else _tatoeba)(base, out / "downloads", out, progress)
 
 
 def _tatoeba(base: str, cache: Path, out: Path, progress: bool) -> Downloaded:
@@ -79,7 +65,8 @@ def _tatoeba(base: str, cache: Path, out: Path, progress: bool) -> Downloaded:
 
 
 def _read(path: Path, names: list[str], keep: set[int] | None = None) -> pd.DataFrame:
-    """A Tatoeba export (bz2 TSV, no quoting), in chunks; with `keep`, only those ids."""
+    """A Tatoeba export (bz2 TSV, no quoting), in chunks (the English file holds about two
+    million sentences); with `keep`, only those ids."""
     chunks = pd.read_csv(
         path,
         sep="\t",

@@ -1,22 +1,10 @@
 """`translator prepare`: raw corpus files → normalised, filtered, deduplicated, split pairs,
 one SentencePiece model per language, and the splits encoded as id arrays, all written
-into `data.dir`.
+into `data.dir`, stage by stage (`_prepare`).
 
-    corpora (sources.py) → read in blocks → normalise, filter, key (worker processes; scan.py)
-      → drop pairs sharing a sentence with data.exclude (exclude.py)
-      → drop exact duplicates and split by connected groups, on 64-bit keys (split.py)
-      → write the splits in the split's order (split_writer.py) → with data.placeholders,
-        protected spans as ⦅n⦆ in the train pairs (data/spans.py) → train tokenizers on a sample,
-        or take a trained model's (vocabulary.py) → encode the splits (data/ids.py) → stats.json
-
-Several corpora are read one after another into one pool of pairs: a pair found in two
-corpora is kept once (from the first), and the split groups sentences across corpora, so
-nothing leaks between them either. Each train pair's corpus number goes to train.corpus.npy
-for the weights that `train` applies (data/dataset.py).
-
-Memory holds a few blocks of text and a few integers per pair, never the corpus: 5 million
-pairs prepare within 2 GB (docs/performance.md). The output depends on the inputs, the
-config and the seed only, not on the number of workers.
+Memory holds a few blocks of text and a few integers per pair, never the corpus
+(docs/performance.md#data-at-scale). The output depends on the inputs, the config and the
+seed only, not on the number of workers.
 """
 
 from __future__ import annotations
@@ -44,16 +32,9 @@ from translator.corpus.split_writer import write_splits
 from translator.corpus.vocabulary import coverage, has_byte_fallback, make_tokenizers
 from translator.data import known_words
 from translator.data.ids import SubwordSampling, encode_splits, meta_file
-from translator.data.layout import (
-    LANGS,
-    SPLITS,
-    corpus_file,
-    split_file,
-    stats_file,
-    words_file,
-)
+from translator.data.layout import LANGS, SPLITS, corpus_file, split_file, stats_file, words_file
 from translator.data.lines import read_chunks
-from translator.data.spans import insert_synthetic, mask_lines, mask_numbers
+from translator.data.spans import insert_synthetic, mask_lines
 from translator.errors import UserError
 from translator.runtime import worker_count
 
@@ -113,7 +94,9 @@ def _prepare(
     with _stage(seconds, "read"):
         scanned = scan(sources, data_cfg, work)
     dropped = excluded_mask(scanned.en_key, scanned.zh_key, excluded)
-    keep = _first_of_kept(scanned.pair_key, ~dropped)
+    rows = np.flatnonzero(~dropped)
+    keep = np.zeros(len(dropped), dtype=bool)  # the first of each pair not excluded
+    keep[rows[first_occurrences(scanned.pair_key[rows])]] = True
     if not keep.any():
         read = scanned.read
         raise UserError(
@@ -133,8 +116,7 @@ def _prepare(
     with _stage(seconds, "write"):
         write_splits(scanned.block_files, keep, plan, out, work)
         ordered = plan.order  # kept pairs in the order the files are written
-        train_corpus = scanned.corpus[keep][ordered][plan.split[ordered] == 0]
-        np.save(corpus_file(out), train_corpus)
+        np.save(corpus_file(out), scanned.corpus[keep][ordered][plan.split[ordered] == 0])
     placeholders = None
     if data_cfg.placeholders:
         with _stage(seconds, "placeholders"):
@@ -160,13 +142,12 @@ def _prepare(
 
 def mask_train_split(out: Path, data_cfg: DataConfig) -> dict[str, int]:
     """data.placeholders: the train split's pairs whose protected spans are on both sides
-    rewritten with ⦅n⦆ (and, with data.number_placeholders, those whose numbers are), and
-    a data.synthetic_placeholders share of the others given one or two (data/spans.py),
-    block by block, seeded; returns how many of each. Held-out splits stay as written: eval
-    and translate put the placeholders in themselves."""
+    rewritten with ⦅n⦆, and a data.synthetic_placeholders share of the others given some;
+    returns how many of each. Held-out splits stay as written: eval and translate put the
+    placeholders in themselves."""
     files = [split_file(out, "train", lang) for lang in LANGS]
     masked_files = [path.with_suffix(path.suffix + ".masked") for path in files]
-    masked = {"spans": 0, "numbers": 0, "synthetic": 0}
+    masked = {"spans": 0, "synthetic": 0}
     rng = np.random.default_rng(data_cfg.seed)
     synthetic = data_cfg.synthetic_placeholders
     with (
@@ -175,8 +156,6 @@ def mask_train_split(out: Path, data_cfg: DataConfig) -> dict[str, int]:
     ):
         for english, chinese in zip(*(read_chunks(f, 200_000) for f in files), strict=True):
             masked["spans"] += mask_lines(english, chinese)
-            if data_cfg.number_placeholders:
-                masked["numbers"] += mask_numbers(english, chinese)
             masked["synthetic"] += insert_synthetic(english, chinese, rng, synthetic)
             en.write("".join(line + "\n" for line in english))
             zh.write("".join(line + "\n" for line in chinese))
@@ -186,8 +165,7 @@ def mask_train_split(out: Path, data_cfg: DataConfig) -> dict[str, int]:
 
 
 def write_words(out: Path) -> int:
-    """words.en: the train split's English words and their counts, for the names a model
-    will not know (data/known_words.py); returns how many distinct words."""
+    """words.en, the train split's English words and their counts; how many distinct words."""
     counts = known_words.count(
         chain.from_iterable(read_chunks(split_file(out, "train", "en"), 200_000))
     )
@@ -200,14 +178,6 @@ def _stage(seconds: dict[str, float], name: str) -> Iterator[None]:
     start = time.perf_counter()
     yield
     seconds[name] = time.perf_counter() - start
-
-
-def _first_of_kept(pair_key: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """Bool mask: the first of each pair among the candidates."""
-    rows = np.flatnonzero(candidate)
-    keep = np.zeros(len(pair_key), dtype=bool)
-    keep[rows[first_occurrences(pair_key[rows])]] = True
-    return keep
 
 
 def _per_corpus(scanned: Scan, keep: np.ndarray, dropped: np.ndarray, plan: SplitPlan) -> list:

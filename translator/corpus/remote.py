@@ -2,17 +2,6 @@
 API) and the WMT training data, fetched with the progress, resumption and checksummed cache
 of fetcher.py, and kept as published: a Moses-format zip (OPUS) or a gzipped TSV (WMT),
 which `translator prepare --input` reads as they are (sources.py), so nothing is unpacked.
-
-    translator download --list                        what can be fetched, with sizes
-    translator download --source opus --corpus News-Commentary [--version v16]
-    translator download --source wmt --corpus news-commentary-v18
-
-OPUS's API (https://opus.nlpl.eu/opusapi/) answers a query such as
-`?source=en&target=zh&preprocessing=moses&version=latest` with JSON: one entry per corpus
-with its name, version, number of aligned pairs, size in kilobytes and download URL.
-The WMT test sets (newstest*, generaltest*) are not here: sacrebleu, already installed,
-fetches them (`sacrebleu -t wmt20 -l en-zh --echo src`), and they belong in
-`data.exclude`, not in training data.
 """
 
 from __future__ import annotations
@@ -66,8 +55,7 @@ def opus_corpora(api: str | None = None, corpus: str | None = None, version: str
     url = api + ("&" if "?" in api else "?") + urllib.parse.urlencode(query)
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
-            answer = json.load(response)
-        entries = answer["corpora"]
+            entries = json.load(response)["corpora"]
     except urllib.error.HTTPError as exc:
         raise UserError(f"{url}: OPUS answered {exc.code} {exc.reason}") from None
     except urllib.error.URLError as exc:
@@ -117,9 +105,7 @@ def fetch_corpus(
     name = entry.url.rsplit("/", 1)[-1]
     if source == "opus":
         name = f"{entry.corpus}-{entry.version}.{name}"
-    path = out / name
-    fetched = fetch(entry.url, path, progress)
-    return Fetched(path, entry.pairs, fetched)
+    return Fetched(out / name, entry.pairs, fetch(entry.url, out / name, progress))
 
 
 def _size(url: str) -> int | None:

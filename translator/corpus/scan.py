@@ -2,10 +2,6 @@
 filtered in worker processes; the kept pairs go to a work file per block, and only their
 64-bit keys come back to the main process.
 
-    corpora → blocks (whole lines, translation units, or the same lines of two files;
-      sources.py) → worker: parse (sources.parse) → clean (cleaning.clean_chunk)
-      → block-N.{en,zh} → main: keys, corpus numbers and counts, in block order
-
 Blocks are numbered in input order and their results taken in that order, so the output
 is the same for any number of workers. Memory: a few blocks in flight, plus 24 bytes of
 keys and a corpus number per kept pair.
@@ -37,10 +33,7 @@ class BlockResult:
     source: Source  # the corpus the block came from
     size: int  # bytes read
     rows: int  # pairs kept in the block's work files
-    pair_key: np.ndarray
-    en_key: np.ndarray
-    zh_key: np.ndarray
-    en_hash: np.ndarray
+    keys: tuple[np.ndarray, ...]  # pair_key, en_key, zh_key, en_hash
     counts: Counter
     read: ReadStats
 
@@ -66,17 +59,8 @@ def process_block(job: tuple[Source, object, Path], data_cfg: DataConfig) -> Blo
     for lang in ("en", "zh"):
         text = "".join(line + "\n" for line in cleaned.pairs[lang])
         out.with_suffix(f".{lang}").write_text(text, encoding="utf-8")
-    return BlockResult(
-        source,
-        block.size,
-        len(cleaned.pairs),
-        cleaned.pair_key,
-        cleaned.en_key,
-        cleaned.zh_key,
-        cleaned.en_hash,
-        cleaned.counts,
-        read,
-    )
+    keys = cleaned.pair_key, cleaned.en_key, cleaned.zh_key, cleaned.en_hash
+    return BlockResult(source, block.size, len(cleaned.pairs), keys, cleaned.counts, read)
 
 
 def ordered_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
@@ -101,10 +85,8 @@ def ordered_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
 
 def scan(corpora: list[Source], data_cfg: DataConfig, work_dir: Path) -> Scan:
     """Stream every corpus through `process_block` (see the module docstring)."""
-    jobs = (
-        (source, block, block_file(work_dir, i))
-        for i, (source, block) in enumerate(_blocks_of(corpora))
-    )
+    blocks = ((source, block) for source in corpora for block in sources.blocks(source))
+    jobs = ((source, block, block_file(work_dir, i)) for i, (source, block) in enumerate(blocks))
     workers = worker_count(data_cfg.workers)
     size = sum(source.size for source in corpora)
     if size <= 2 * readers.BLOCK_BYTES:
@@ -117,10 +99,15 @@ def scan(corpora: list[Source], data_cfg: DataConfig, work_dir: Path) -> Scan:
     results = ordered_map(partial(process_block, data_cfg=data_cfg), jobs, workers)
     for i, result in enumerate(results):
         bar.update(result.size)
-        _count(out, result)
+        summary = out.per_input[result.source.index]  # the block's corpus
+        summary["rows"] += result.read.rows
+        summary["malformed"] += result.read.malformed
+        for reason in _DROPPED:
+            summary[reason] += result.counts[reason]
+        out.counts.update(result.counts)
+        out.read.merge(result.read)
         out.block_files.append(block_file(work_dir, i))
-        corpus = np.full(result.rows, result.source.index, np.uint16)
-        keys.append((result.pair_key, result.en_key, result.zh_key, result.en_hash, corpus))
+        keys.append((*result.keys, np.full(result.rows, result.source.index, np.uint16)))
     bar.close()
     if keys:
         columns = zip(*keys, strict=True)
@@ -143,22 +130,5 @@ def _summary(source: Source) -> dict:
     }
 
 
-def _count(out: Scan, result: BlockResult) -> None:
-    """Add a block's counts to the totals and to its corpus's summary."""
-    summary = out.per_input[result.source.index]
-    summary["rows"] += result.read.rows
-    summary["malformed"] += result.read.malformed
-    for reason in _DROPPED:
-        summary[reason] += result.counts[reason]
-    out.counts.update(result.counts)
-    out.read.merge(result.read)
-
-
 def block_file(work_dir: Path, index: int) -> Path:
     return work_dir / f"block-{index:06d}"
-
-
-def _blocks_of(corpora: list[Source]) -> Iterator[tuple[Source, object]]:
-    for source in corpora:
-        for block in sources.blocks(source):
-            yield source, block

@@ -1,23 +1,10 @@
-"""A train/valid/test split that cannot leak: pairs that share a sentence on either side are
-grouped, and every group goes whole to one split.
+"""The leak-free split: pairs that share a sentence on either side are grouped, and every
+group goes whole to one split (docs/data.md#the-split).
 
-    sentence keys (64-bit hashes) → connected groups (union-find over integer ids)
-      → groups ranked by a seeded hash of their content → test, then valid, filled with
-        whole groups → the rest is train
-
-Two pairs are linked when their English sentences, or their Chinese sentences, are the same
-after a loose normalisation (case folded, punctuation and spaces removed), so "I know that
-Tom is a little worried." and "I know Tom is a little worried.", both translated
-我知道汤姆有点担心。, share a group, and so do "Hi!" and "hi." Links are transitive: the
-groups are the connected components of that graph. No Python set of strings is built: each
-sentence becomes a 64-bit hash, and the components are found with vectorised min-label
-propagation and pointer jumping over integer arrays, which works the same at millions of
-pairs. (A hash collision can only merge two groups, never split one: it cannot leak.)
-
-The rank of a group depends on the seed and on its sentences, not on the row order, so the
-same pairs give the same split in any order. A group larger than a tenth of a held-out split
-(at least 5 pairs) is kept in train, so one huge group of generic sentences cannot fill a
-test set on its own.
+Each sentence becomes a 64-bit hash, so no Python set of strings is built (a hash collision
+can only merge two groups, never split one: it cannot leak). A group's rank depends on the
+seed and its sentences, not on the row order, so the same pairs give the same split in any
+order.
 """
 
 from __future__ import annotations
@@ -33,22 +20,21 @@ SPLIT_NAMES = ("train", "valid", "test")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _hash(text: pd.Series) -> np.ndarray:
-    return pd.util.hash_pandas_object(text, index=False).to_numpy(dtype=np.uint64)
+def hashed(values: pd.DataFrame | pd.Series) -> np.ndarray:
+    return pd.util.hash_pandas_object(values, index=False).to_numpy(np.uint64)
 
 
 def loose_form(text: pd.Series) -> pd.Series:
     """Case folded, each run of punctuation, symbols and spaces made one space, ends
     stripped: "I'm OK!" and "i'm ok." both become "i m ok"; 好。 and 好！ become 好."""
-    words = text.astype(object).str.casefold().str.replace(r"[\W_]+", " ", regex=True)
-    return words.str.strip()
+    return text.astype(object).str.casefold().str.replace(r"[\W_]+", " ", regex=True).str.strip()
 
 
 def sentence_keys(text: pd.Series) -> np.ndarray:
     """One uint64 key per sentence: the hash of its loose form, or of the sentence itself
     when nothing is left of it (a line of punctuation must not link to every other one)."""
     loose = loose_form(text)
-    return np.where(loose.to_numpy() == "", _hash(text), _hash(loose))
+    return np.where(loose.to_numpy() == "", hashed(text), hashed(loose))
 
 
 def _mix(values: np.ndarray, seed: int) -> np.ndarray:
@@ -62,11 +48,9 @@ def _mix(values: np.ndarray, seed: int) -> np.ndarray:
 
 def connected_groups(*keys: np.ndarray) -> np.ndarray:
     """Rows that share a value in any key column are connected; returns, for each row, the
-    smallest row index of its connected component (its group label).
-
-    Min-label propagation with pointer jumping: each round every row takes the smallest
-    label among the rows sharing one of its keys, then follows labels to their roots. Labels
-    only decrease, so it stops; at the fixed point all rows of a component agree."""
+    smallest row index of its connected component (its group label). Min-label propagation
+    with pointer jumping: labels only decrease, so it stops, and at the fixed point all rows
+    of a component agree."""
     n = len(keys[0])
     ids = [np.unique(k, return_inverse=True)[1].ravel() for k in keys]
     label = np.arange(n)
@@ -76,18 +60,11 @@ def connected_groups(*keys: np.ndarray) -> np.ndarray:
             smallest = np.full(key_id.max() + 1, n)
             np.minimum.at(smallest, key_id, label)
             label = np.minimum(label, smallest[key_id])
-        label = _follow_to_roots(label)
+        while not np.array_equal(jumped := label[label], label):  # follow labels to roots
+            label = jumped
         if np.array_equal(label, before):
             break
     return label
-
-
-def _follow_to_roots(label: np.ndarray) -> np.ndarray:
-    while True:
-        jumped = label[label]
-        if np.array_equal(jumped, label):
-            return label
-        label = jumped
 
 
 @dataclass
@@ -107,19 +84,17 @@ def plan_split(
     seed: int,
     train_only: np.ndarray | None = None,
 ) -> SplitPlan:
-    """Assign each pair to train/valid/test by whole groups (see the module docstring), from
-    the sentence keys of its two sides. Groups are taken in seeded order: test until it holds
-    at least `test_size` pairs, then valid likewise; the rest is train. A group holding a
-    `train_only` pair (bool per pair) stays in train. The order is group by group in that
-    order (rows of a group together, in input order), so the files come out shuffled."""
+    """Assign each pair to train/valid/test by whole groups, from the sentence keys of its
+    two sides. Groups are taken in seeded order: test until it holds at least `test_size`
+    pairs, then valid likewise; the rest is train. A group larger than `held_out_cap`, or
+    holding a `train_only` pair, stays in train. The order is group by group in that order
+    (rows of a group together, in input order), so the files come out shuffled."""
     if valid_size + test_size >= len(en_keys):
         raise UserError(
             f"only {len(en_keys)} usable pairs: data.valid_size ({valid_size}) + "
             f"data.test_size ({test_size}) leaves nothing to train on"
         )
-    label = connected_groups(en_keys, zh_keys)
-    groups, group_of = np.unique(label, return_inverse=True)
-    del label
+    groups, group_of = np.unique(connected_groups(en_keys, zh_keys), return_inverse=True)
     sizes = np.bincount(group_of)
     content = np.full(len(groups), np.iinfo(np.uint64).max, dtype=np.uint64)
     np.minimum.at(content, group_of, en_keys)  # a group's identity: its smallest key

@@ -1,12 +1,9 @@
 """Write the split files in the split's order without holding the corpus in memory.
 
-The pairs sit in work files in input order; the split plan gives each kept pair its split
-and its position in the output. An external bucket sort puts them there:
-
-    pass 1: each block's lines → bucket files by output position (BUCKET_ROWS per bucket)
-    pass 2: each bucket, in order: load, sort by position, append each line to its split
-
-so memory holds one block or one bucket of lines at a time, whatever the corpus size.
+The pairs sit in work files in input order. An external bucket sort puts each kept pair at
+its position in the output: pass 1 appends each block's lines to bucket files by output
+position (BUCKET_ROWS per bucket), pass 2 sorts each bucket in turn and appends its lines to
+their splits, so memory holds one block or one bucket of lines at a time.
 """
 
 from __future__ import annotations
@@ -22,11 +19,7 @@ BUCKET_ROWS = 500_000
 
 
 def write_splits(
-    block_files: list[Path],
-    keep: np.ndarray,
-    plan: SplitPlan,
-    out_dir: Path,
-    work_dir: Path,
+    block_files: list[Path], keep: np.ndarray, plan: SplitPlan, out_dir: Path, work_dir: Path
 ) -> None:
     """`keep` marks, over all pairs of the block files in order, the pairs that were kept;
     `plan` is over the kept pairs. Writes {train,valid,test}.{en,zh} into `out_dir`."""

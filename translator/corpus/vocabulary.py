@@ -2,15 +2,12 @@
 or, with `data.tokenizers_from`, the models a trained checkpoint carries, so that a model
 can be fine-tuned on the new data (a vocabulary rebuilt from the new text would no longer
 fit its embeddings).
-
-How well borrowed tokenizers fit the new text is measured while the splits are encoded
-(data/ids.py): the share of pieces that are `<unk>` or byte-fallback bytes, per language.
-Above `POOR_COVERAGE` a warning says so.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 from translator.config import DataConfig
@@ -27,8 +24,7 @@ NAMES = {"en": "English", "zh": "Chinese"}
 
 
 def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, int]:
-    """spm.{en,zh}.model in `out`, trained or taken from `config.tokenizers_from`; returns
-    the vocabulary size of each."""
+    """spm.{en,zh}.model in `out`, trained or taken from data.tokenizers_from; their sizes."""
     symbols = PLACEHOLDERS if data_cfg.placeholders else ()
     if data_cfg.tokenizers_from:
         sizes = copy_tokenizers(data_cfg.tokenizers_from, out)
@@ -40,25 +36,17 @@ def make_tokenizers(data_cfg: DataConfig, out: Path, workers: int) -> dict[str, 
             )
         return sizes
     sample = Sample(data_cfg.tokenizer_sentences, data_cfg.seed, workers)
+    train = partial(train_tokenizer, sample=sample, symbols=symbols)
+    en, zh = (split_file(out, "train", lang) for lang in LANGS)
     return {
-        "en": train_tokenizer(
-            split_file(out, "train", "en"),
-            out / "spm.en",
-            data_cfg.src_vocab_size,
-            1.0,
-            "data.src_vocab_size",
-            sample=sample,
-            symbols=symbols,
-        ),
-        "zh": train_tokenizer(
-            split_file(out, "train", "zh"),
+        "en": train(en, out / "spm.en", data_cfg.src_vocab_size, 1.0, "data.src_vocab_size"),
+        "zh": train(
+            zh,
             out / "spm.zh",
             data_cfg.tgt_vocab_size,
             0.9995,
             "data.tgt_vocab_size",
             byte_fallback=data_cfg.byte_fallback,
-            sample=sample,
-            symbols=symbols,
         ),
     }
 
@@ -73,11 +61,9 @@ def copy_tokenizers(source: str | Path, out: Path) -> dict[str, int]:
     models = load(path).get("tokenizer_models")
     if not isinstance(models, dict) or set(models) != set(SIDES.values()):
         raise UserError(f"{path} carries no tokenizers (data.tokenizers_from)")
-    sizes = {}
     for lang in LANGS:
         tokenizer_file(out, lang).write_bytes(models[SIDES[lang]])
-        sizes[lang] = load_tokenizer(models[SIDES[lang]]).get_piece_size()
-    return sizes
+    return {lang: load_tokenizer(models[SIDES[lang]]).get_piece_size() for lang in LANGS}
 
 
 def has_byte_fallback(out: Path) -> bool:

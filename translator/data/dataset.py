@@ -22,13 +22,7 @@ import numpy as np
 
 from translator.config import Config
 from translator.data import known_words
-from translator.data.batching import (
-    Batch,
-    collate_padded,
-    plan_batches,
-    round_up,
-    weighted_rows,
-)
+from translator.data.batching import Batch, collate_padded, plan_batches, round_up, weighted_rows
 from translator.data.ids import Ids, SubwordSampling, encode_splits, open_ids, up_to_date
 from translator.data.layout import (
     SIDES,
@@ -53,13 +47,8 @@ class Batches(Sequence[Batch]):
     """Token-budget batches of a split, collated from the mapped ids on access. `epoch(n)`
     gives the batches of epoch n: with `corpus` (each pair's corpus number) and `weights`
     (one per corpus), corpus c's pairs are seen weights[c] times; with `samples` (K more
-    encodings of the split, BPE-dropout), epoch n reads samples[n mod K].
-
-    Static shapes (`pad_to_multiple` > 1, train.pad_to_multiple): each side's length is
-    rounded up to a multiple of it before batches are planned, and each batch is filled
-    up with empty rows to as many as the token budget allows at its longer side, so an
-    epoch meets only a small menu of (rows, source length, target length) shapes, each
-    a function of the two rounded lengths: what a compiled step and CUDA graphs need."""
+    encodings of the split, BPE-dropout), epoch n reads samples[n mod K]. `pad_to_multiple`
+    > 1 makes the shapes static (train.pad_to_multiple, docs/training.md)."""
 
     def __init__(
         self,
@@ -121,10 +110,7 @@ class Batches(Sequence[Batch]):
 
     def first_of_each_shape(self) -> list[int]:
         """The index of the first batch of each (rows, source length, target length) shape."""
-        first: dict[tuple, int] = {}
-        for i, shape in enumerate(self.shapes.tolist()):
-            first.setdefault(tuple(shape), i)
-        return list(first.values())
+        return sorted(np.unique(self.shapes, axis=0, return_index=True)[1].tolist())
 
     def distinct_shapes(self) -> int:
         """How many different (rows, source length, target length) shapes the batches take."""
@@ -179,9 +165,8 @@ class TrainData:
 def load_training_data(config: Config) -> TrainData:
     data_dir = Path(config.data.dir)
     paths = {side: tokenizer_file(data_dir, lang) for lang, side in SIDES.items()}
-    for path in paths.values():
-        if not path.is_file():
-            raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
+    if not all(path.is_file() for path in paths.values()):
+        raise UserError(f"no prepared data in {data_dir}: run `translator prepare` first")
     if not stats_file(data_dir).is_file():  # written last: a missing one means interrupted
         raise UserError(f"`translator prepare` did not finish in {data_dir}: run it again")
     src_tok = load_tokenizer(paths["src"])
@@ -201,14 +186,8 @@ def load_training_data(config: Config) -> TrainData:
 
     def batches(split: str, **options) -> Batches:
         src, tgt = open_ids(data_dir, split, "en"), open_ids(data_dir, split, "zh")
-        return Batches(
-            src,
-            tgt,
-            config.model.max_positions,
-            config.train.max_tokens,
-            src_prefix=prefix,
-            **options,
-        )
+        limits = config.model.max_positions, config.train.max_tokens
+        return Batches(src, tgt, *limits, src_prefix=prefix, **options)
 
     corpus, weights = train_corpora(config, data_dir)
     samples = sampled_encodings(data_dir, sampling)
@@ -264,8 +243,7 @@ def sampled_encodings(data_dir: Path, sampling: SubwordSampling) -> dict:
 def train_corpora(config: Config, data_dir: Path) -> tuple[np.ndarray | None, list[float]]:
     """Each train pair's corpus number, and each corpus's weight: from data.inputs when it
     names the corpora the data was prepared from (so a weight can change without preparing
-    again), else as recorded at prepare time. (None, [1.0]) for data prepared before
-    corpora were numbered."""
+    again), else as recorded; (None, [1.0]) for data prepared before corpora were numbered."""
     path = corpus_file(data_dir)
     if not path.is_file():
         return None, [1.0]

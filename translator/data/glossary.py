@@ -1,26 +1,9 @@
-"""A user's glossary: English terms and the Chinese each must be translated as.
-
-    Glossary.load("terms.tsv")      one entry a line, `english<TAB>chinese` or
-                                    `english,chinese` (CSV, quoted fields allowed), an
-                                    optional header, `#` comments, blank lines skipped:
-                                    the files DeepL and Google Cloud Translation take
-    Glossary.of({"GPU": "显卡"})     the same from a mapping (the Python API, serve's requests)
-    glossary.find(text)             the entries in an English sentence, left to right
+"""A user's glossary: English terms and the Chinese each must be translated as, from a file
+(`english<TAB>chinese` or CSV, the files DeepL and Google Cloud Translation take) or a mapping.
 
 Matching (`find`) is one pass over the sentence's words, never a loop over the entries, so a
-glossary of a million entries matches as fast as one of ten:
-
-- whole words only: `card` matches "a card." and "card-holder", not "cardboard";
-- case-insensitive: an entry `GPU` matches "GPU", "gpu" and "Gpu";
-- the longest entry first: with `card` and `credit card`, "my credit card" is one match;
-- a regular plural of an entry's last word matches too: `card` matches "cards", `box`
-  "boxes", `battery` "batteries", `credit card` "credit cards";
-- an entry inside a protected span (`exclude`: a URL, an e-mail address, a code) is left
-  alone: `example` does not match inside "https://example.com".
-
-A file that cannot be read as a glossary is one UserError naming the file and the line: a
-line without a separator, an empty side, the same English given twice with different
-Chinese, text that is not UTF-8. The same English twice with the same Chinese is taken once.
+glossary of a million entries matches as fast as one of ten (the rules:
+docs/translating.md#glossaries). A file that cannot be read is one UserError naming the line.
 """
 
 from __future__ import annotations
@@ -61,9 +44,7 @@ class Match:
 
     def identity(self, text: str) -> bool:
         """Whether the entry keeps its English (`Python → Python`: a name to carry through)."""
-        return self.chinese == text[self.start : self.end] or (
-            self.chinese.lower() == text[self.start : self.end].lower()
-        )
+        return self.chinese.lower() == text[self.start : self.end].lower()
 
 
 def key(english: str) -> tuple[str, int]:
@@ -96,8 +77,7 @@ def singulars(word: str) -> list[str]:
 
 
 class Glossary:
-    """English → Chinese entries, looked up by `key`. `origin` names where they came from
-    (a file, "request") for messages."""
+    """English → Chinese entries, looked up by `key`; `origin` names their source in messages."""
 
     def __init__(self, entries: Mapping[str, str], origin: str = "glossary", longest: int = 0):
         self.entries = entries  # key(english) → chinese
@@ -113,9 +93,8 @@ class Glossary:
 
     @classmethod
     def load(cls, path: str | Path) -> Glossary:
-        """A TSV or CSV glossary file (see the module docstring); UserError naming the file
-        and the line for anything that cannot be read. Read, checked and added a chunk of
-        lines at a time, so memory beyond the entries themselves stays bounded."""
+        """A TSV or CSV glossary file, read, checked and added a chunk of lines at a time, so
+        memory beyond the entries themselves stays bounded."""
         path = Path(path)
         try:
             handle = path.open("rb")
@@ -133,8 +112,7 @@ class Glossary:
 
     @classmethod
     def of(cls, mapping: Mapping[str, str], origin: str = "glossary") -> Glossary:
-        """A glossary from a mapping English → Chinese, checked as a file is (UserError
-        naming the entry)."""
+        """A glossary from a mapping English → Chinese, checked as a file is."""
         if not all(isinstance(v, str) for pair in mapping.items() for v in pair):
             raise UserError(f"{origin}: every entry must map an English string to a Chinese one")
         rows = ((i, [english, chinese]) for i, (english, chinese) in enumerate(mapping.items(), 1))
@@ -143,8 +121,7 @@ class Glossary:
 
     @classmethod
     def open(cls, given: Glossary | Mapping[str, str] | str | Path | None) -> Glossary | None:
-        """What the Python API and the CLI accept as a glossary: a path, a mapping, a
-        Glossary, or None."""
+        """A path, a mapping, a Glossary or None, as the Python API and the CLI accept them."""
         if given is None or isinstance(given, Glossary):
             return given
         if isinstance(given, Mapping):
@@ -152,9 +129,8 @@ class Glossary:
         return cls.load(given)
 
     def over(self, base: Glossary | None) -> Glossary:
-        """This glossary laid over `base`: its entries win where both have one (looked up
-        in both, not copied: a request's few entries over a server's million cost
-        nothing)."""
+        """This glossary laid over `base`: its entries win where both have one (looked up in
+        both, not copied: a request's few entries over a server's million cost nothing)."""
         if not base:
             return self
         return Glossary(
@@ -205,8 +181,7 @@ _CHUNK_BYTES = 4 << 20  # a glossary file is read this much at a time
 
 
 def _decoded(chunk: list[bytes], path: Path, number: int) -> list[str]:
-    """Lines of a file as text (a byte-order mark at its start dropped), or a UserError
-    naming the first line that is not UTF-8."""
+    """Lines of a file as text, or a UserError naming the first line that is not UTF-8."""
     data = b"".join(chunk)
     try:
         text = data.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -219,9 +194,8 @@ def _decoded(chunk: list[bytes], path: Path, number: int) -> list[str]:
 
 
 class _Table:
-    """A file's entries as its chunks are added: each chunk checked in bulk (list
-    comprehensions, one dict), and only a chunk with something wrong or repeated walked line
-    by line, to name the line."""
+    """A file's entries as its chunks are added: each chunk checked in bulk, and only a chunk
+    with something wrong or repeated walked line by line, to name the line."""
 
     def __init__(self, origin: str):
         self.origin = origin
@@ -235,7 +209,8 @@ class _Table:
         content = [line for line in lines if line and not _skipped(line)]
         if not self.started and content:
             self.started, self.tsv = True, "\t" in content[0]
-            if _is_header(self._fields(content[0])):
+            names = [f.strip().lower() for f in self._fields(content[0])]
+            if len(names) == 2 and names[0] in _HEADER_SOURCE and names[1] in _HEADER_TARGET:
                 lines[lines.index(content[0])] = ""  # blank: skipped, the numbering kept
                 content = content[1:]
         try:
@@ -256,7 +231,9 @@ class _Table:
         self.longest = max(self.longest, longest)
 
     def _fields(self, line: str) -> list[str]:
-        return line.split("\t") if self.tsv else _csv_fields(line)
+        if self.tsv:
+            return line.split("\t")
+        return line.split(",") if '"' not in line else next(csv.reader([line]), [])
 
 
 def _skipped(line: str) -> bool:
@@ -270,9 +247,8 @@ class _Irregular(Exception):
 
 
 def _bulk(lines: list[str], sep: str) -> tuple[list[str], list[str], int]:
-    """The keys, Chinese and the most tokens of lines that are all `english<sep>chinese`
-    with both sides filled (no quoted CSV field), worked on as one string; _Irregular
-    otherwise."""
+    """The keys, Chinese and the most tokens of lines that are all `english<sep>chinese` with
+    both sides filled (no quoted CSV field), worked on as one string; _Irregular otherwise."""
     body = "\n".join(lines)
     if body.count(sep) != len(lines) or (sep == "," and '"' in body):
         raise _Irregular
@@ -301,20 +277,10 @@ def _loose(body: str, sep: str) -> bool:
 
 
 def _plain(lines: str) -> bool:
-    """Whether `lines` (lower-cased English, one a line) are ASCII words separated by single
-    spaces: their keys are themselves."""
+    """Whether `lines` are ASCII words separated by single spaces: their keys are themselves."""
     if not lines.isascii() or "  " in lines or " \n" in lines or "\n " in lines:
         return False
     return not lines.encode("ascii").translate(None, _PLAIN_BYTES)
-
-
-def _csv_fields(line: str) -> list[str]:
-    return line.split(",") if '"' not in line else next(csv.reader([line]), [])
-
-
-def _is_header(fields: list[str]) -> bool:
-    names = [f.strip().lower() for f in fields]
-    return len(names) == 2 and names[0] in _HEADER_SOURCE and names[1] in _HEADER_TARGET
 
 
 def _entries(

@@ -1,20 +1,9 @@
-"""Each split encoded once into flat arrays of piece ids, read back memory-mapped.
+"""Each split encoded once into flat arrays of piece ids, read back memory-mapped (the files:
+docs/formats.md#the-prepared-directory).
 
-    {split}.{lang}.ids.bin       every sentence's piece ids, one after another (no EOS),
-                                 uint16 when the vocabulary fits, else uint32
-    {split}.{lang}.offsets.npy   int64, one more than the sentences: sentence i is
-                                 ids[offsets[i]:offsets[i + 1]]
-    train.{lang}.s{k}.ids.bin    with data.subword_sampling = K: K more encodings of the
-    train.{lang}.s{k}.offsets.npy  train split, k = 1..K, each segmentation sampled with
-                                 BPE-dropout (data.subword_alpha); training reads encoding
-                                 k = epoch mod K + 1 (dataset.py)
-    ids.json                     dtype, a SHA-256 of each tokenizer the ids came from, and
-                                 the sampling settings the sampled encodings were made with
-
-`prepare` writes them after training the tokenizers. `train` opens them with np.memmap, so
-start-up reads no token and memory holds only the pages a batch touches; if they are
-missing or were made by other tokenizers (a prepared directory from an older version, or
-tokenizers replaced by hand), `train` encodes the splits first.
+`train` opens them with np.memmap, so start-up reads no token and memory holds only the
+pages a batch touches; if they are missing or were made by other tokenizers, it encodes the
+splits first.
 """
 
 from __future__ import annotations
@@ -120,8 +109,7 @@ def tokenizer_digests(data_dir: Path | str) -> dict[str, str]:
 
 
 def up_to_date(data_dir: Path | str, sampling: SubwordSampling = SubwordSampling()) -> bool:
-    """Whether the ids on disk were encoded with the tokenizers now in `data_dir`, and
-    sampled as `sampling` asks."""
+    """Whether the ids on disk match the tokenizers now in `data_dir`, and `sampling`."""
     try:
         meta = json.loads(meta_file(data_dir).read_text())
     except (OSError, ValueError):
@@ -138,8 +126,7 @@ def up_to_date(data_dir: Path | str, sampling: SubwordSampling = SubwordSampling
 @dataclass
 class Encoded:
     """What encoding the splits counted, per split and language: every piece, and the
-    pieces that are `<unk>` or UTF-8 bytes (byte fallback), i.e. text the tokenizer has no
-    piece for."""
+    pieces that are `<unk>` or UTF-8 bytes (byte fallback)."""
 
     tokens: dict[str, dict[str, int]]
     unknown: dict[str, dict[str, int]]

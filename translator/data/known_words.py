@@ -4,19 +4,6 @@ trained on. Such a word has no translation the model could have learnt, and a sm
 writes another word in its place ("Do you use Wikipedia at work?" → 你用叉子用吗？, "a fork");
 decode.keep_names carries it through verbatim instead (inference/text.py), as a
 placeholder where the model has them, else as a glossary term that keeps its English.
-
-    count(lines)                the lower-case words of English text, with their counts
-    words_blob(counts) / listed(blob) / known(words)
-                                the words a model saw, as its checkpoint carries them
-                                (`source_words`: the words of its prepared train split)
-    unknown(text, known, exclude)
-                                where the unknown names of `text` stand, none overlapping
-                                `exclude` (protected spans, glossary terms)
-
-A capitalised word the model saw (Tom, Boston, Monday, Italy), or one of them with an English
-ending (Shortly: short), is translated as before: only words absent from the whole train
-split are kept. A model trained on fewer than FEWEST_WORDS words (a toy corpus) takes no
-word for a name: most of English is new to it.
 """
 
 from __future__ import annotations
@@ -25,6 +12,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 from translator.data.spans import overlapping
 
@@ -50,10 +38,7 @@ def words_of(text: str) -> list[str]:
 
 def count(lines: Iterable[str]) -> Counter[str]:
     """The lower-case words (runs of ASCII letters) of `lines`, with how often each occurs."""
-    counts: Counter[str] = Counter()
-    for line in lines:
-        counts.update(_WORD.findall(line.lower()))
-    return counts
+    return Counter(chain.from_iterable(_WORD.findall(line.lower()) for line in lines))
 
 
 def write_counts(counts: Counter[str], path) -> None:
@@ -62,16 +47,12 @@ def write_counts(counts: Counter[str], path) -> None:
 
 
 def read_counts(path) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for line in path.read_text(encoding="ascii").splitlines():
-        word, _, n = line.partition("\t")
-        counts[word] = int(n)
-    return counts
+    lines = path.read_text(encoding="ascii").splitlines()
+    return Counter({word: int(n) for word, _, n in (line.partition("\t") for line in lines)})
 
 
 def words_blob(counts: Counter[str]) -> bytes:
-    """The words a model saw, as a checkpoint carries them: the MOST_WORDS most frequent,
-    one a line, compressed."""
+    """The words a model saw, as a checkpoint carries them: the MOST_WORDS most frequent."""
     words = sorted(word for word, _ in counts.most_common(MOST_WORDS))
     return zlib.compress("\n".join(words).encode("ascii"), 6)
 
@@ -91,17 +72,14 @@ def known(words: Sequence[str]) -> frozenset[str] | None:
 def unknown(
     text: str, words: frozenset[str], exclude: Sequence[tuple[int, int]] = ()
 ) -> list[tuple[int, int]]:
-    """(start, end) of each capitalised word of `text` that is not among `words` (in lower
-    case), nor one of them with an English ending (`seen`), left to right, none
-    overlapping an `exclude` range."""
-    found = []
+    """(start, end) of each capitalised word of `text` not `seen` among `words`, left to
+    right, none overlapping an `exclude` range."""
     overlaps = overlapping(exclude)
-    for match in _NAME.finditer(text):
-        start, end = match.span()
-        if seen(match.group(0).lower(), words) or overlaps(start, end):
-            continue
-        found.append((start, end))
-    return found
+    return [
+        m.span()
+        for m in _NAME.finditer(text)
+        if not (seen(m.group(0).lower(), words) or overlaps(*m.span()))
+    ]
 
 
 def seen(word: str, words: frozenset[str]) -> bool:

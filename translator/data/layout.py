@@ -1,14 +1,6 @@
-"""The prepared-data layout: which file holds what in `data.dir`, and how to read a split.
-Training, evaluation and scripts import this, not the preparation pipeline.
-
-    {train,valid,test}.{en,zh}   one pair a line, line-aligned; every translation of an
-                                 English sentence is its own line, so a sentence with
-                                 three translations appears on three lines
-    spm.{en,zh}.{model,vocab}    the SentencePiece models
-    train.corpus.npy             uint16 per train pair: its corpus (index in data.inputs)
-    words.en                     the train split's English words (lower case), each with its
-                                 count, most frequent first (data/known_words.py)
-    stats.json                   what `prepare` read, dropped, grouped and wrote
+"""The prepared-data layout: which file holds what in `data.dir` (listed in
+docs/formats.md#the-prepared-directory), and how to read a split. Training, evaluation and
+scripts import this, not the preparation pipeline.
 """
 
 from __future__ import annotations

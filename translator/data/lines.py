@@ -1,11 +1,9 @@
 """The one reader for files of sentences, one a line: `translate --input` and stdin,
 `eval --src/--ref`, and the prepared splits all read through it.
 
-Lines are split on "\\n" only (not on the other separators `str.splitlines` knows, such as
-\\x0b, \\x1c or U+2028, which can sit inside a sentence), so every input line gives one
-sentence: a final newline ends the last line and does not add an empty one, a last line
-without a newline is kept, a "\\r" before "\\n" (Windows) is dropped, and so is a UTF-8
-byte-order mark at the start. A blank line is a blank sentence.
+Lines are split on "\\n" only (`str.splitlines` also splits on \\x0b, \\x1c or U+2028, which
+can sit inside a sentence): a final newline adds no empty line, a "\\r" before "\\n" and a
+UTF-8 byte-order mark at the start are dropped, and a blank line is a blank sentence.
 """
 
 from __future__ import annotations
@@ -28,8 +26,6 @@ def split_lines(data: bytes, source: str) -> list[str]:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise UserError(f"{source}: line {line} is not valid UTF-8") from None
-    if not text:
-        return []
     lines = text.replace("\r\n", "\n").split("\n")
     if lines[-1] == "":
         lines.pop()  # the text ended with a newline

@@ -1,19 +1,10 @@
-"""Text normalisation, applied alike at `prepare` time and to sentences given to `translate`.
+"""Text normalisation, applied alike at `prepare` time and to sentences given to `translate`
+(what it changes: docs/data.md#prepare).
 
-- byte-order marks (U+FEFF) anywhere are removed: concatenated files leave them mid-file;
-- full-width digits and Latin letters (０-９, Ａ-Ｚ, ａ-ｚ) become ASCII;
-- whitespace runs (the ideographic space U+3000 included) become one space, ends stripped;
-- a Chinese line that contains a traditional character is converted to simplified script
-  with zhconv (`zh-hans`); a line that is already simplified is left exactly as written;
-- punctuation (，。？！：“”「」…) is never changed.
-
-Why not plain `zhconv.convert(line, "zh-hans")` on every line: its phrase table also
-rewrites text that is already simplified (有什么喝的吗 → 有什幺喝的吗, 那么正式 → 那幺正式, from
-entries such as 么喝 → 幺喝) and turns 「」 into “”. So only lines with a character that
-exists in traditional script alone are converted, and in them only traditional characters
-may change: a simplified form (么, the simplified form of 麼) and punctuation are kept.
-`zh-cn` is not used: it also localises vocabulary (姊姊 → 姐姐, 咖哩 → 咖喱, 公尺 → 米), which
-changes what a translator wrote, not its script. docs/data.md compares the candidates.
+A Chinese line is converted to simplified script only where it has a character that exists
+in traditional script alone, and then only in those characters: zhconv's `zh-hans` applied
+to every line also rewrites text that is already simplified (有什么喝的吗 → 有什幺喝的吗) and
+turns 「」 into “” (docs/data.md#traditional--simplified).
 """
 
 from __future__ import annotations
@@ -48,14 +39,6 @@ def _script_tables() -> tuple[frozenset[str], frozenset[str]]:
 _SIMPLIFIED, _TRADITIONAL = _script_tables()
 
 
-def fullwidth_to_ascii(text: str) -> str:
-    return text.translate(_FULLWIDTH_ALNUM)
-
-
-def collapse_whitespace(text: str) -> str:
-    return " ".join(text.split())
-
-
 def has_traditional(text: str) -> bool:
     """Whether the text has a character that exists in traditional script only (a set
     test: 8x faster than one regular expression of the 4,698 characters)."""
@@ -75,7 +58,8 @@ def to_simplified(text: str) -> str:
 
 
 def normalize_en(text: str) -> str:
-    return collapse_whitespace(fullwidth_to_ascii(text))
+    """Full-width letters and digits made ASCII, byte-order marks dropped, spaces collapsed."""
+    return " ".join(text.translate(_FULLWIDTH_ALNUM).split())
 
 
 def normalize_zh(text: str) -> str:

@@ -1,30 +1,7 @@
 """Protected spans: the parts of a sentence a translation must carry over character for
 character, and the placeholders that carry them through a model trained with
-`data.placeholders`.
-
-    find(text) → the spans, left to right (ranges(text): where they stand): URLs, e-mail
-      addresses, @handles, numbers with a decimal point or of four or more digits
-      (thousands separators included), digits joined by - or / (2024-03-05, 555-1234, 1/2),
-      codes (KX-4821, A380), emoji, and Latin-script names with a capital inside (GitHub,
-      iPhone)
-    mask(text) → "I use ⦅1⦆ every day.", ["GitHub"]      the n-th span becomes ⦅n⦆
-      (a placeholder already in the text is a span too, so its ⦅n⦆ comes back as written:
-      `distill` translates a train split that data.placeholders masked; `extra` spans,
-      such as a glossary's names, are masked with them)
-    unmask(output, spans) → the output with each ⦅n⦆ replaced once, the spans it lost, and
-      the placeholders it wrote again or that the source did not have (dropped); with
-      append (decode.span_guard), the lost spans put at its end, before its final marks
-    missing(source, output) → the source's spans not in the output verbatim
-    has_free_digit(text) → whether a digit stands outside the text's placeholders: where
-      none does, decode.digit_guard keeps the output from writing any (digit_pieces)
-
-A pair in the training data gets placeholders only where each span of its English side is
-in its Chinese side verbatim (otherwise it is left as written), so the model learns to copy
-⦅n⦆ where the translation copies the span; with data.number_placeholders, a pair's numbers
-of any length too (mask_numbers), where all of them are. Each placeholder is one piece of both
-tokenizers (SentencePiece user-defined symbols), so it cannot be split or misspelt.
-Small numbers (3 apples → 三个苹果) and names such as Tom (汤姆) are translated, not
-protected.
+`data.placeholders` (docs/translating.md#text-as-users-type-it: the kinds, and how a model
+learns to copy them).
 """
 
 from __future__ import annotations
@@ -59,7 +36,6 @@ _PATTERNS = {
     "emoji": _EMOJI,
     "name": r"\b[a-z]+[A-Z][A-Za-z]*\b|\b[A-Z][a-z]+[A-Z][A-Za-z]*\b",
 }
-_NUMBER = re.compile(r"(?<![\w.,:])\d+(?:[.,:]\d+)*(?![\w])")  # 5, 6:30, 1,000, 2.5
 _OTHERS = re.compile(
     "|".join(f"(?P<{kind}>{p})" for kind, p in _PATTERNS.items() if kind != "email")
 )
@@ -75,10 +51,9 @@ class _Spans:
     `finditer` and `search` give it, in time linear in the text. re's own search of the
     alternation is not: the e-mail pattern's `\\b` starts an attempt at every word inside a
     run of [\\w.+-] ("a+a+a+…": 100,000 characters took a minute), and each scans to the
-    run's end for an @. An address's local part ends where its run ends, so an address
-    matches at a word boundary of a run exactly where an @ and a domain follow that run
-    (`_EMAIL_RUN`, one pass): it is tried once, at the first such boundary the search
-    reaches, against the first match of the other kinds, searched for as one alternation."""
+    run's end for an @. An address matches at a word boundary of a run exactly where an @
+    and a domain follow that run (`_EMAIL_RUN`, one pass): it is tried once, at the first
+    such boundary, against the first match of the other kinds."""
 
     def finditer(self, text: str) -> Iterator[re.Match]:
         if "@" not in text:
@@ -136,9 +111,8 @@ def ranges(text: str) -> list[tuple[int, int]]:
 
 
 def overlapping(ranges: Sequence[tuple[int, int]]) -> Callable[[int, int], bool]:
-    """A test of whether (start, end) overlaps one of `ranges` (s < end and start < e for
-    one (s, e) of them), in O(log n) a test: a look at every range for each of a
-    sentence's matches would take time quadratic in its length."""
+    """A test of whether (start, end) overlaps one of `ranges`, in O(log n) a test: a look
+    at every range for each of a sentence's matches would take time quadratic in its length."""
     ordered = sorted(ranges)
     starts = [s for s, _ in ordered]
     reach = list(itertools.accumulate((e for _, e in ordered), max))  # the furthest end yet
@@ -155,7 +129,7 @@ def mask(
 ) -> tuple[str, list[str]]:
     """The text with its first MAX_PLACEHOLDERS spans as ⦅1⦆, ⦅2⦆, …, and those spans.
     `extra`: more spans (start, end, what the placeholder stands for in the output), that
-    no match of `pattern` overlaps (a glossary's names: data/glossary.py)."""
+    no match of `pattern` overlaps (a glossary's names)."""
     found = sorted([(m.start(), m.end(), m.group(0)) for m in pattern.finditer(text)] + [*extra])
     spans: list[str] = []
     out, last = [], 0
@@ -170,12 +144,10 @@ def mask(
 
 def unmask(output: str, spans: list[str], append: bool = False) -> Unmasked:
     """The first ⦅n⦆ of each n in the output replaced by the n-th span; the spans never
-    written are `lost`. A placeholder written again (the source holds its span once) and
-    one with no span are dropped and counted as `extra`: a span is never written twice.
-    Two spans the output writes back to back are set apart by a space where letters or
-    digits would meet (⦅1⦆⦅2⦆ → "VS-9278 403.76", not one number "VS-9278403.76").
-    With `append` (decode.span_guard), the spans never written are put at the end of the
-    output, before its final marks, and named `appended` instead of `lost`."""
+    written are `lost`. A placeholder written again and one with no span are dropped and
+    counted as `extra`. Two spans written back to back are set apart by a space where
+    letters or digits would meet (⦅1⦆⦅2⦆ → "VS-9278 403.76", not "VS-9278403.76"). With
+    `append` (decode.span_guard), the lost spans are put at the end (`appended`)."""
     written: set[int] = set()
     extra, last_end, last_span = 0, -1, ""
 
@@ -213,14 +185,10 @@ def appended(text: str, lost: list[str]) -> str:
     return body + marks
 
 
-def mask_pair(
-    source: str, target: str, pattern: re.Pattern | _Spans = _SPAN
-) -> tuple[str, str] | None:
-    """A training pair with placeholders on both sides, where every span of the source
-    (`pattern`'s matches: the protected spans) is in the target verbatim (each replaced
-    once there, in the source's numbering); None where the source has none or the target
-    lacks one."""
-    masked, spans = mask(source, pattern)
+def mask_pair(source: str, target: str) -> tuple[str, str] | None:
+    """A training pair with placeholders on both sides, where every protected span of the
+    source is in the target verbatim; None where the source has none or the target lacks one."""
+    masked, spans = mask(source)
     if not spans:
         return None
     for n, span in enumerate(spans, 1):
@@ -232,15 +200,13 @@ def mask_pair(
 
 
 def has_placeholders(tokenizer) -> bool:
-    """Whether a SentencePiece model keeps every ⦅n⦆ as one piece of its own (it was
-    trained with data.placeholders)."""
+    """Whether a SentencePiece model has every ⦅n⦆ as a piece (trained with data.placeholders)."""
     return all(tokenizer.piece_to_id(p) != tokenizer.unk_id() for p in PLACEHOLDERS)
 
 
 def mask_lines(english: list[str], chinese: list[str]) -> int:
     """Placeholders put into training pairs in place (`mask_pair`); returns how many pairs
-    got them. The patterns run over every line in C; Python masks only the lines with a
-    span."""
+    got them. The patterns run over every line; Python masks only the lines with a span."""
     masked = 0
     for i, source in enumerate(english):
         if _SPAN.search(source) and (pair := mask_pair(source, chinese[i])):
@@ -249,26 +215,10 @@ def mask_lines(english: list[str], chinese: list[str]) -> int:
     return masked
 
 
-def mask_numbers(english: list[str], chinese: list[str]) -> int:
-    """data.number_placeholders: the pairs without placeholders whose numbers, of any
-    length (I paid 5 dollars / 我付了5美元), are all in the Chinese side verbatim given ⦅n⦆
-    in their place on both sides, in place; returns how many. The model so sees ⦅n⦆ where
-    numbers stand (⦅1⦆ dollars → ⦅1⦆美元), not only where synthetic ones were put."""
-    masked = 0
-    for i, source in enumerate(english):
-        fresh = "⦅" not in source and _NUMBER.search(source)
-        if fresh and (pair := mask_pair(source, chinese[i], _NUMBER)):
-            english[i], chinese[i] = pair
-            masked += 1
-    return masked
-
-
 def insert_synthetic(english: list[str], chinese: list[str], rng, share: float) -> int:
     """`share` of the pairs without placeholders given one (or, a third of them, two) at the
-    same relative place on both sides (a word boundary of the English, the matching share
-    of the Chinese characters, before a final mark), in place; returns how many. The model
-    so learns to copy every ⦅n⦆ wherever it stands, beyond the few pairs whose spans are
-    in both sides."""
+    same relative place on both sides, in place; returns how many. The model so learns to
+    copy every ⦅n⦆ wherever it stands, beyond the few pairs whose spans are in both sides."""
     chosen = np.flatnonzero(rng.random(len(english)) < share)
     twice = rng.random(len(chosen)) < 1 / 3
     places = rng.random((len(chosen), 2))
@@ -313,12 +263,8 @@ def digit_pieces(tokenizer) -> list[int]:
     ids = []
     for i in range(tokenizer.get_piece_size()):
         piece = tokenizer.id_to_piece(i)
-        if tokenizer.is_byte(i):
-            written = chr(int(piece[3:-1], 16))
-        elif tokenizer.is_control(i) or tokenizer.is_unknown(i) or piece in PLACEHOLDERS:
-            continue
-        else:
-            written = piece
-        if any("0" <= c <= "9" for c in written):
+        written = chr(int(piece[3:-1], 16)) if tokenizer.is_byte(i) else piece
+        special = tokenizer.is_control(i) or tokenizer.is_unknown(i) or piece in PLACEHOLDERS
+        if not special and any("0" <= c <= "9" for c in written):
             ids.append(i)
     return ids

@@ -1,18 +1,5 @@
-"""SentencePiece BPE, one model per language.
-
-Special ids are fixed: pad 0, unk 1, bos 2, eos 3. The normalisation rule is `identity`:
-SentencePiece's default (nmt_nfkc) folds full-width punctuation such as ？，！ into ASCII,
-so a model trained on it could never write what Chinese references contain. Our own
-normaliser (translator.data.normalization) runs before SentencePiece instead, at prepare time
-and at translate time alike.
-
-The Chinese model has byte fallback: a character too rare for the vocabulary is written as
-its UTF-8 bytes (<0xE7><0x82><0x92>…) instead of <unk>, so every character can be read and
-written (without it, 炒鱿鱼 became 炒 ⁇ 鱼). It costs 256 of the vocabulary's pieces.
-
-When the vocabulary is smaller than the characters the corpus needs (SentencePiece keeps a
-piece for every character up to `character_coverage`, plus the specials and bytes), it is
-raised to what is needed, with one warning.
+"""SentencePiece BPE, one model per language (why with our normaliser, and byte fallback:
+docs/data.md#prepare).
 """
 
 from __future__ import annotations
@@ -65,9 +52,25 @@ def train_tokenizer(
     Returns the vocabulary size used: `vocab_size`, or more if the characters need it.
     `symbols`: pieces always kept whole (data.placeholders' ⦅n⦆)."""
     sample = sample or Sample()
-    args = (text_file, prefix, character_coverage, byte_fallback, config_key, sample, symbols)
+    options = dict(
+        input=str(text_file),
+        model_prefix=str(prefix),
+        model_type="bpe",
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        normalization_rule_name="identity",  # nmt_nfkc would fold ？，！ into ASCII
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        input_sentence_size=sample.sentences,
+        shuffle_input_sentence=True,
+        num_threads=sample.threads,
+        user_defined_symbols=list(symbols),
+        minloglevel=2,
+    )
     try:
-        _train(vocab_size, *args)
+        _train(options, vocab_size, config_key, sample.seed)
         return vocab_size
     except _VocabularyTooSmall as small:
         needed = small.needed
@@ -79,40 +82,14 @@ def train_tokenizer(
         text_file,
         needed,
     )
-    _train(needed, *args)
+    _train(options, needed, config_key, sample.seed)
     return needed
 
 
-def _train(
-    vocab_size: int,
-    text_file: Path,
-    prefix: Path,
-    character_coverage: float,
-    byte_fallback: bool,
-    config_key: str,
-    sample: Sample,
-    symbols: tuple[str, ...],
-) -> None:
-    spm.set_random_generator_seed(sample.seed)
+def _train(options: dict, vocab_size: int, config_key: str, seed: int) -> None:
+    spm.set_random_generator_seed(seed)
     try:
-        spm.SentencePieceTrainer.train(
-            input=str(text_file),
-            model_prefix=str(prefix),
-            model_type="bpe",
-            vocab_size=vocab_size,
-            character_coverage=character_coverage,
-            byte_fallback=byte_fallback,
-            normalization_rule_name="identity",
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            input_sentence_size=sample.sentences,
-            shuffle_input_sentence=True,
-            num_threads=sample.threads,
-            user_defined_symbols=list(symbols),
-            minloglevel=2,
-        )
+        spm.SentencePieceTrainer.train(**options, vocab_size=vocab_size)
     except RuntimeError as exc:
         message = str(exc)
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", message)
@@ -124,7 +101,7 @@ def _train(
                 f"{config_key} = {vocab_size} is too large for this corpus; "
                 f"SentencePiece allows at most {limit.group(1)}"
             ) from None
-        raise UserError(f"SentencePiece training failed on {text_file}: {message}") from None
+        raise UserError(f"SentencePiece training failed on {options['input']}: {message}") from None
 
 
 def encode(lines: Sequence[str], tokenizer: Tokenizer) -> list[np.ndarray]:

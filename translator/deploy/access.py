@@ -1,14 +1,7 @@
 """Who may call the server: optional API keys, checked before a request's body is read.
 
-Keys come from the environment variable TRANSLATOR_API_KEYS (comma-separated), from the
-file `serve.api_key_file` names (one a line; blank lines and lines starting with # are
-skipped) and from `serve.api_keys` in the config served with; a key is never saved
-(Config.to_dict leaves `serve.api_keys` empty). With none, every request is let through.
-With keys, a request must carry one as `Authorization: Bearer KEY` or `X-API-Key: KEY`,
-else 401; `/health` and `/ready` stay open for load balancers, and the page at `/` and
-its `/info` for people (the page asks for a key when /info says one is needed). Every key
-is compared in constant time (hmac.compare_digest), all of them each time, so the
-answer's timing says nothing about how much of a key was right.
+Keys come from TRANSLATOR_API_KEYS, `serve.api_key_file` and `serve.api_keys`, and are
+never saved; /health and /ready stay open for load balancers, the page and /info for people.
 """
 
 from __future__ import annotations
@@ -28,9 +21,8 @@ OWN_KEYS = "/lt/"  # the LibreTranslate API checks keys itself: they may come in
 
 
 def api_keys(serve_cfg: ServeConfig) -> list[str]:
-    """The keys in force: the config's, the environment's and the key file's, blanks and
-    the file's comments dropped; one clear line if the key file cannot be read or holds
-    no key (a server meant to need keys never opens to everyone)."""
+    """The keys in force: the config's, the environment's and the key file's; one clear line
+    if the file cannot be read or holds none (a server meant to need keys never opens)."""
     from_env = os.environ.get(ENVIRONMENT, "").split(",")
     from_file = []
     if name := serve_cfg.api_key_file:
@@ -57,7 +49,8 @@ def presented(scope) -> str:
 
 def accepted(key: str, keys: Sequence[str]) -> bool:
     given = key.encode()
-    return any([hmac.compare_digest(given, k.encode()) for k in keys])  # all compared
+    # every key, in constant time: the timing says nothing of how much of a key was right
+    return any([hmac.compare_digest(given, k.encode()) for k in keys])
 
 
 def refused(scope, keys: Sequence[str]) -> bool:
@@ -73,9 +66,8 @@ def refused(scope, keys: Sequence[str]) -> bool:
 
 
 class RequireKey:
-    """The ASGI middleware: 401 for an HTTP request without a valid key. It runs after
-    admission.py's, so that wrong and missing keys count against their address's rate
-    limit as any request does."""
+    """The ASGI middleware: 401 for an HTTP request without a valid key; it runs after
+    admission.py's, so wrong and missing keys count against their address's rate limit."""
 
     def __init__(self, app, keys: Sequence[str]):
         self.app, self.keys = app, list(keys)

@@ -1,22 +1,9 @@
 """The server's queue: requests in, batches to the decoder out, taken in turn.
 
-    translate(texts, settings, costs)  →  each text's hypotheses, once decoded
-
-A request's texts wait in the queue with what each costs the decoder (its sentences, as
-the server counted them: server.py). A batch is cut from the requests waiting with the
-settings of the first in line: one text from each of them in turn, again and again, up to
-`max_sentences` sentences (a text that costs more goes alone); the requests it took from go
-to the back of the line. So a long document is decoded a batch at a time, and a request
-that arrives meanwhile is in the next batch, not after the document: the decoder takes work
-from the requests waiting in turn. Between two batches nothing is held: a request whose
-client went away, or whose time ran out (limits.py cancels it), has its texts dropped from
-the queue and costs no more decoder time.
-
-A batch that fails is decoded again request by request, so a request that still fails
-fails alone and the others get their answers. `busy()` says how long the decoder has been
-on one batch, or the longest any request has waited for its next batch (`/ready` says 503
-past serve.busy_s). With batching off, a batch holds one request's texts and nobody waits
-for others to arrive.
+A batch takes one text from each waiting request with the first's settings in turn, up to
+`max_sentences` sentences, and those requests go to the back of the line: a long document
+does not hold a short request back, and one whose client went away costs no more decoder
+time. A batch that fails is decoded again request by request, so a bad request fails alone.
 """
 
 from __future__ import annotations
@@ -33,8 +20,7 @@ from translator.deploy.limits import BadRequest
 
 
 class Decoder(Protocol):
-    """What the Batcher decodes with: decoder.py's DecoderProcess (a process of its own, as
-    `translator serve` runs) or LocalDecoder (in the worker thread)."""
+    """What the Batcher decodes with: decoder.py's DecoderProcess or LocalDecoder."""
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]: ...
 
@@ -80,8 +66,7 @@ class Batcher:
         on_decode=lambda sentences, tokens, lost, appended: None,
     ):
         self.decoder = decoder
-        # told each decode's sentences, tokens, spans lost and put at the end (/metrics)
-        self.on_decode = on_decode
+        self.on_decode = on_decode  # told each decode's sentences, tokens, spans lost, appended
         self.max_queue = max_queue
         self.max_sentences = max_sentences  # a batch's sentences
         self.shared = on  # whether a batch takes from several requests
@@ -100,10 +85,9 @@ class Batcher:
         costs: list[int] | None = None,
         admitted: bool = False,
     ) -> list:
-        """The hypotheses of each of `texts` (decoder.py), once decoded. `costs`: each
-        text's sentences (default one each); BadRequest 503 at once when the queue has no
-        room for them, unless `admitted` (the next part of a document already let in).
-        Cancelling the call drops the texts not yet decoding."""
+        """The hypotheses of each of `texts`, once decoded; a 503 at once when the queue has
+        no room for their `costs` (sentences, one each by default), unless `admitted` (a
+        document's next part). Cancelling the call drops the texts not yet decoding."""
         costs = [1] * len(texts) if costs is None else list(costs)
         if not admitted and (refused := self.refusal(sum(costs))):
             raise refused
@@ -177,9 +161,8 @@ class Batcher:
         return taken
 
     def _take_round(self, group: list[_Pending], room: int) -> tuple[int, bool]:
-        """One text from each request of `group` in turn that has one left and whose next
-        text fits in `room` (any, while the batch is empty): the room left, and whether
-        any was taken."""
+        """One text from each request of `group` in turn whose next text fits in `room` (any,
+        while the batch is empty): the room left, and whether any was taken."""
         took = False
         for request in group:
             if request.taken == len(request.texts):
@@ -198,8 +181,7 @@ class Batcher:
 
     async def _decode(self, batch: list[_Slice]) -> None:
         """Decode `batch` and hand each request its answers; if it fails and holds several
-        requests, each is decoded again alone, so that only a request that fails alone is
-        told so."""
+        requests, each is decoded again alone."""
         live = [s for s in batch if not s.request.done.done()]  # a cancelled one is dropped
         if not live:
             return
@@ -245,8 +227,7 @@ class Batcher:
             request.done.set_result(request.outputs)
 
     def _forget(self, request: _Pending) -> None:
-        """A request is answered, failed or cancelled: its texts not yet taken leave the
-        queue."""
+        """A request answered, failed or cancelled: its texts not yet taken leave the queue."""
         if request in self.waiting:
             self.waiting.remove(request)
         self.queued -= request.left

@@ -2,29 +2,13 @@
 a pipe, so that the HTTP process (parsing, limits, refusals, metrics) cannot take the
 decoder's time, however many requests it refuses (measured in docs/deploy.md).
 
-    HTTP process                            decoding process (spawned)
-    DecoderProcess(config, checkpoint)  →   loads the model and decode.glossary; answers
-                                            "ready" (what it decodes from, the model by
-                                            name, the glossary's entries) or why not; then
-                                            warms up (`warm_up`) and says "warm": `.ready`
-                                            from then on
-    decode(sentences, settings)         →   LocalDecoder.decode → each text's hypotheses
-                                            and the number of source tokens, or the error
-    close()                             →   the pipe closes: the process exits
-
-A decode asked for while the process warms up waits for it (the server's `/ready` says
-503 until then, `/health` 200 as soon as it listens).
-
-The decoding process ignores SIGINT and SIGTERM: Ctrl-C and a process manager's stop reach
-the whole process group, and the HTTP process still needs the decoder to finish what it
-admitted. It exits when the pipe closes, so also when the HTTP process dies. Should it die
-(killed, out of memory), the batch it held is answered 503 and a new one is started for
-the next.
+It ignores SIGINT and SIGTERM, which reach the whole process group while the HTTP process
+still needs it to finish what it admitted, and exits when the pipe closes. Should it die,
+the batch it held is answered 503 and another is started for the next.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import signal
@@ -65,9 +49,8 @@ def best(outputs: list[list]) -> list[Hypothesis]:
     return [hypotheses[0] if hypotheses else BLANK for hypotheses in outputs]
 
 
-# What warming up decodes: texts of a few lengths in batches of a few sizes, with the
-# server's default settings, so that the first requests meet engines already made and
-# kernels already built for shapes like theirs.
+# Warming up decodes texts of a few lengths in batches of a few sizes, so that the first
+# requests meet engines already made and kernels already built for shapes like theirs.
 WARM_UP_TEXT = (
     "The quick brown fox jumps over the lazy dog near the river bank, and then it runs "
     "back home before the sun goes down behind the hills."
@@ -75,28 +58,20 @@ WARM_UP_TEXT = (
 WARM_UP_BATCHES = (1, 2, 3, 8, 32)
 
 
-def warm_up_texts(rows: int) -> list[str]:
-    """`rows` texts of growing lengths, from one word of WARM_UP_TEXT to all of it."""
-    words = WARM_UP_TEXT.split()
-    ends = [len(words) * (i + 1) // rows for i in range(rows)]
-    return [" ".join(words[: max(end, 1)]) for end in ends]
-
-
 def warm_up(decoder: LocalDecoder, settings: list[Settings], batch_size: int) -> float:
-    """Decode WARM_UP_BATCHES (each at most `batch_size` texts) with each of `settings`:
-    the seconds it took."""
-    began = time.perf_counter()
+    """Decode WARM_UP_BATCHES (each at most `batch_size` texts, from one word of WARM_UP_TEXT
+    to all of it) with each of `settings`: the seconds it took."""
+    began, words = time.perf_counter(), WARM_UP_TEXT.split()
     for each in settings:
-        for rows in WARM_UP_BATCHES:
-            decoder.decode(warm_up_texts(min(rows, batch_size)), each)
+        for rows in (min(n, batch_size) for n in WARM_UP_BATCHES):
+            ends = [len(words) * (i + 1) // rows for i in range(rows)]
+            decoder.decode([" ".join(words[: max(end, 1)]) for end in ends], each)
     return time.perf_counter() - began
 
 
 def warmed(decoder: LocalDecoder, config: Config) -> float:
-    """The decoding process's warm-up, as `serve.warm_up` asks: with the server's default
-    settings, and greedy (the page's and most clients' other choice) where the default
-    beam is not 1. Its seconds (0 without). A failure is logged, not raised: a request that
-    meets it again is told."""
+    """The decoding process's warm-up (`serve.warm_up`), with the default settings and
+    greedy: its seconds. A failure is logged: a request that meets it again is told."""
     if not config.serve.warm_up:
         return 0.0
     beams = dict.fromkeys([config.decode.beam, 1])
@@ -117,18 +92,15 @@ class DecodeFailed(Exception):
 
 
 class LocalDecoder:
-    """Decoding in the calling thread with one loaded translator (a Translator, or
-    anything with `with_decode` and `translate` that gives n-best lists); the engine for
-    each set of settings is made once."""
+    """Decoding in the calling thread with one loaded translator (anything with `with_decode`
+    and `translate`); the engine for each set of settings is made once."""
 
     def __init__(self, translator):
         self.translator = translator
         self.engines: dict[Settings, Any] = {}
 
     def decode(self, sentences: list[str], settings: Settings) -> tuple[list, int]:
-        """Each text's hypotheses (`Hypothesis`: text, score, spans lost and put at the end,
-        glossary terms missed; its best alone unless settings.nbest asks for more) and how
-        many source tokens the texts have (for /metrics)."""
+        """Each text's hypotheses (nbest, or its best) and the texts' source tokens (/metrics)."""
         decoding = replace(settings, glossary=())
         if decoding not in self.engines:
             changes = asdict(decoding) | {"nbest": max(1, settings.nbest)}
@@ -144,43 +116,27 @@ class LocalDecoder:
         return outputs, tokens
 
 
-def run_of(checkpoint: Path) -> str:
-    """The run a checkpoint belongs to: the directory above `checkpoints/`, else the
-    directory it is in (its name only)."""
-    owner = (
-        checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
-    )
-    return owner.name
-
-
 def model_identity(translator, checkpoint: Path, engine_setting: str) -> dict[str, str]:
     """The model an opened translator decodes, by name and never by path (what /health and
-    /info say): its run and checkpoint, the first 12 hex digits of the checkpoint's SHA-256,
-    the engine and precision, and what the engine decodes from (the checkpoint's or the
-    export's name). An export's SHA-256 is the one it recorded (`decode.engine auto` took it
-    for matching the checkpoint); with `engine_setting` ctranslate2 (`--model DIR`) the run
-    and checkpoint are the ones it was exported from. Our engine's checkpoint is hashed
-    here, once."""
+    /info say); with an engine named that reads its own directory (`--engine ctranslate2
+    --model DIR`), the run and checkpoint it was exported from."""
     from translator.model.checkpoint import digest
 
     about = translator.engine.about
-    origin = Path(about.origin)
-    if about.name == "ctranslate2":
-        from translator.inference.ct2_engine import METADATA
-
-        recorded = json.loads((origin / METADATA).read_text(encoding="utf-8"))
-        sha256 = recorded.get("checkpoint_sha256", "")  # "" from an export older than it
-        if engine_setting == "ctranslate2":
-            checkpoint = Path(recorded.get("checkpoint", ""))
+    if translator.engine.reads_dir:
+        sha256 = about.sha256  # "" from an export older than the record
+        if engine_setting != "auto":
+            checkpoint = about.checkpoint or Path("")
     else:
         sha256 = digest(checkpoint)
+    owner = checkpoint.parent  # its run: the directory above checkpoints/, else this one
     return {
-        "run": run_of(checkpoint),
+        "run": (owner.parent if owner.name == "checkpoints" else owner).name,
         "checkpoint": checkpoint.name,
         "sha256": sha256[:12],
         "engine": about.name,
         "precision": about.precision,
-        "decodes_from": origin.name,
+        "decodes_from": Path(about.origin).name,
     }
 
 
@@ -196,11 +152,6 @@ class DecoderProcess:
         # setup: run first in the decoding process (a module-level function: it is pickled)
         self.config, self.checkpoint, self.setup = config, checkpoint, setup or no_setup
         self.lock = threading.Lock()
-        self.process = None
-        self.connection = None
-        self.origin = ""
-        self.glossary = 0  # the server's glossary: its entries (decode.glossary)
-        self.model: dict[str, str] = {}  # what it decodes, by name (model_identity)
         self.warm = threading.Event()  # set once the process has warmed up: `ready`
         self.warm_s = 0.0  # how long its warm-up took
         self._start()  # loaded before the server listens: a bad model is one clear error
@@ -263,9 +214,8 @@ class DecoderProcess:
             self._reap()
             raise UserError(reply[1])
         self.warm.clear()  # until its warm-up ends
-        self.origin = reply[1]  # what it decodes from: the checkpoint or the exported model
-        self.glossary = reply[2]
-        self.model = reply[3]  # run, checkpoint, short hash, engine and precision, by name
+        # what it decodes from (a path), the server glossary's entries, the model by name
+        self.origin, self.glossary, self.model = reply[1:]
 
     def _restart(self) -> None:
         """Start another decoding process once one stopped, and wait for its warm-up; a 503
@@ -283,9 +233,8 @@ class DecoderProcess:
         self._warmed()
 
     def _warmed(self, release: bool = False) -> None:
-        """Wait for the decoding process to say it is warm (with `release`, then release
-        the lock the constructor took for this). Should it die warming up, the next decode
-        finds it gone and starts another."""
+        """Wait for the decoding process to say it is warm (`release`: then release the
+        constructor's lock); should it die warming up, the next decode starts another."""
         try:
             reply = self.connection.recv()
             if reply[0] == "warm":
@@ -308,8 +257,7 @@ class DecoderProcess:
 
 
 def serve_decoder(connection, config: Config, checkpoint: Path, setup: Callable[[], None]):
-    """The decoding process: load the model, then decode what arrives until the pipe
-    closes."""
+    """The decoding process: load the model, then decode what arrives until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     setup()

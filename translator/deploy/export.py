@@ -1,20 +1,10 @@
 """`translator export`: a checkpoint → a CTranslate2 model directory, through CTranslate2's
 own Transformer spec and converter API (as its fairseq and OpenNMT-py converters do).
 
-Our model maps onto `TransformerSpec` one to one: pre- or post-norm, the feed-forward
-activation (ReLU, GELU or Swish), the fused query/key/value projection of self-attention
-and the fused key/value one of cross-attention, a final norm per stack in pre-norm, token
-embeddings scaled by √D, the decoder's output projection (tied to its embedding or not;
-its bias, if any), and separate source and target vocabularies (the SentencePiece pieces
-in id order). Two things need care: our sinusoidal table interleaves sin and cos
-(even/odd dimensions) where CTranslate2's built-in one puts all sines first, so the table
-is stored explicitly; and our LayerNorm epsilon (1e-5) is written into the config.
-Sources end in EOS (`add_source_eos`), after data.src_prefix's piece if there is one, and
-targets start from BOS (`decoder_start_token`), as in training.
-
-The directory also holds both SentencePiece models and `translator.json` (decoding
-defaults, max_positions, the checkpoint's model section), so it is all `--engine
-ctranslate2 --model DIR` needs.
+Our model maps onto `TransformerSpec` one to one, but our sinusoidal table interleaves sin
+and cos where CTranslate2's puts all sines first (so the table is stored) and our LayerNorm
+epsilon (1e-5) is written into the config. The directory
+(docs/formats.md#the-ctranslate2-directory) holds all that `--engine ctranslate2` needs.
 """
 
 from __future__ import annotations
@@ -39,14 +29,8 @@ from translator.model.checkpoint import load as load_checkpoint
 from translator.model.transformer import sinusoids
 
 QUANTIZATIONS = (
-    "int8",
-    "int8_float32",
-    "int8_float16",
-    "int8_bfloat16",
-    "int16",
-    "float16",
-    "bfloat16",
-    "float32",
+    *("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16"),
+    *("float16", "bfloat16", "float32"),
 )
 
 

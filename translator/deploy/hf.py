@@ -1,48 +1,15 @@
 """Our checkpoints ↔ Hugging Face `transformers` directories (`translator export --format
-hf`, `translator import-hf`).
+hf`, `translator import-hf`; docs/deploy.md).
 
-Post-norm models are `MarianMTModel`, pre-norm ones `PegasusForConditionalGeneration`
-(pre-norm layers, a final layer norm per stack); both scale embeddings by √D and add the
-same sinusoids as ours, with all sines first and then all cosines where ours interleave
-them (even dimensions sin, odd cos). So every tensor that reads or writes the hidden state
-is permuted along that axis (`hidden_order`: theirs[j] = ours[order[j]], order = 0, 2, 4,
-…, 1, 3, 5, …): input columns of each projection reading it, output rows and biases of each
-writing it, layer-norm weights, embedding and output-projection columns. The attention
-heads' own spaces are not touched.
-
-    ours                          Marian / Pegasus
-    src_embed.tokens  [Vs, D]     model.encoder.embed_tokens (and Pegasus' model.shared)
-    tgt_embed.tokens  [Vt, D]     model.decoder.embed_tokens
-    encoder.i.attn.qkv (3 parts)  model.encoder.layers.i.self_attn.{q,k,v}_proj
-    encoder.i.attn.out            ….self_attn.out_proj
-    encoder.i.attn_block.norm     ….self_attn_layer_norm
-    encoder.i.ff.0 / ff.3         ….fc1 / fc2
-    encoder.i.ff_block.norm       ….final_layer_norm
-    decoder.i.self_attn           model.decoder.layers.i.self_attn
-    decoder.i.self_block.norm     ….self_attn_layer_norm
-    decoder.i.cross_attn.q, kv    ….encoder_attn.q_proj, {k,v}_proj (kv in 2 parts)
-    decoder.i.cross_attn.out      ….encoder_attn.out_proj
-    decoder.i.cross_block.norm    ….encoder_attn_layer_norm
-    encoder_norm, decoder_norm    model.encoder.layer_norm, model.decoder.layer_norm (pre-norm)
-    project [Vt, D] (+ bias)      lm_head (+ final_logits_bias)
-
-Vocabularies: ours are separate (source and target SentencePiece models, ids 0…V-1 with
-pad 0, unk 1, bos 2, eos 3); theirs is one list of pieces, each row one piece, which both
-stacks' matrices index (`Vocabularies`), as `ct2-transformers-converter` requires: it reads
-`tokenizer.get_vocab()` as the source and the target vocabulary alike. Pegasus' encoder
-and decoder embeddings are untied (`tie_word_embeddings` false: transformers 5 keeps them
-apart). Rows that are not target pieces, and our <pad>, <unk> and <s>, get a −1e4
-`final_logits_bias`, so they are never chosen, by `generate` or by CTranslate2.
-`MarianTokenizer` reads both SentencePiece models and that one vocabulary, written twice
-(`vocab.json`, `target_vocab.json`): with `separate_vocabs` it decodes with the target's
-SentencePiece model, without it with the source's, which writes a byte-fallback piece
-of the target (`<0xE4>`) as it reads.
+Post-norm models are `MarianMTModel`, pre-norm ones `PegasusForConditionalGeneration`; both
+add the same sinusoids as ours, but all sines first where ours interleave them, so every
+tensor that reads or writes the hidden state is permuted along that axis (`hidden_order`),
+the attention heads' own spaces untouched. Both sides share one vocabulary (`Vocabularies`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,15 +17,17 @@ from typing import Any, NamedTuple
 
 import torch
 
-from translator.config import ModelConfig, from_dict
+from translator.config import Config, ModelConfig, from_dict
 from translator.data.tokenizer import BOS, EOS, PAD, load_tokenizer
 from translator.errors import UserError
 from translator.inference.engine import NEVER_OUTPUT
+from translator.model.checkpoint import digest, save
 from translator.model.checkpoint import load as load_checkpoint
 
-NOT_A_PIECE = -1e4  # final_logits_bias of output rows that are no target piece
+NOT_A_PIECE = -1e4  # final_logits_bias of rows never to be chosen: no target piece, NEVER_OUTPUT
 METADATA = "translator.json"
 ARCHITECTURES = {"post": "marian", "pre": "pegasus"}
+MODELS = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration"}
 
 
 def require_transformers():
@@ -90,14 +59,9 @@ class Entry:
 def _linear(theirs: str, ours: str, reads: bool, part=None) -> list[Entry]:
     """A projection that reads the hidden state (its weight's columns run over it) or
     writes it (its weight's rows and its bias do)."""
-    if reads:
-        return [
-            Entry(f"{theirs}.weight", f"{ours}.weight", 1, part),
-            Entry(f"{theirs}.bias", f"{ours}.bias", None, part),
-        ]
     return [
-        Entry(f"{theirs}.weight", f"{ours}.weight", 0, part),
-        Entry(f"{theirs}.bias", f"{ours}.bias", 0, part),
+        Entry(f"{theirs}.weight", f"{ours}.weight", 1 if reads else 0, part),
+        Entry(f"{theirs}.bias", f"{ours}.bias", None if reads else 0, part),
     ]
 
 
@@ -156,14 +120,10 @@ def _theirs_of(tensor: torch.Tensor, entry: Entry, order: torch.Tensor) -> torch
 @dataclass(frozen=True)
 class Vocabularies:
     """One vocabulary for both sides, as OPUS-MT's directories and CTranslate2's converter
-    have it (`tokenizer.get_vocab()`, row for row of every embedding): the target's pieces
-    from row 0 (its <unk>, <s>, </s> and pieces, in our order), then the source's pieces
-    the target lacks, then `<pad>` last, which starts decoding (the converter drops a last
-    `<pad>` from a Marian model and starts it from a zero embedding). Each stack has its
-    own matrix over these rows: a row reads the side's own embedding of that piece (zero
-    where the side lacks it). The decoder's `<pad>` row holds our <s> embedding (its
-    first input) and its `<s>` row, never read, our <pad>: `parked` records that swap, so
-    that `import-hf` gives both back and a round trip is exact."""
+    have it: the target's pieces, the source's pieces the target lacks, then `<pad>`, which
+    starts decoding (the converter drops a last `<pad>` from a Marian model). Each stack has
+    its own matrix over these rows; the decoder's `<pad>` row holds our <s> embedding and its
+    `<s>` row our <pad>: `parked` records that swap, so that a round trip is exact."""
 
     pieces: tuple[str, ...]  # their rows
     src: tuple[int, ...]  # their row of each of our source ids
@@ -214,10 +174,8 @@ def to_hf_state(
     if model_cfg.tie_embeddings and model_cfg.norm == "post":  # Marian's lm_head: that matrix
         state["lm_head.weight"] = decoder
     else:  # Pegasus ties lm_head to `shared`, the encoder's: stored apart
-        project = weights[
-            "tgt_embed.tokens.weight" if model_cfg.tie_embeddings else "project.weight"
-        ]
-        state["lm_head.weight"] = rows(project[:, order], vocab.tgt)
+        project = "tgt_embed.tokens.weight" if model_cfg.tie_embeddings else "project.weight"
+        state["lm_head.weight"] = rows(weights[project][:, order], vocab.tgt)
     bias = torch.full((1, vocab.size), NOT_A_PIECE)
     bias[0, torch.tensor(vocab.tgt)] = weights.get("project.bias", torch.zeros(len(vocab.tgt)))
     bias[0, [vocab.tgt[i] for i in NEVER_OUTPUT]] = NOT_A_PIECE
@@ -259,23 +217,16 @@ def hf_config(model_cfg: ModelConfig, vocab: Vocabularies, transformers) -> Any:
     )
 
 
-def _model_class(architecture: str, transformers):
-    if architecture == "pegasus":
-        return transformers.PegasusForConditionalGeneration
-    return transformers.MarianMTModel
-
-
 def _tokenizer_files(out: Path, models: dict, vocab: Vocabularies):
-    """Both SentencePiece models and the one vocabulary, for MarianTokenizer."""
+    """Both SentencePiece models and the one vocabulary, written twice, for MarianTokenizer."""
     (out / "source.spm").write_bytes(models["src"])
     (out / "target.spm").write_bytes(models["tgt"])
-    pieces = {piece: row for row, piece in enumerate(vocab.pieces)}
-    rows = json.dumps(pieces, ensure_ascii=False, indent=0) + "\n"
+    rows = json.dumps({p: r for r, p in enumerate(vocab.pieces)}, ensure_ascii=False, indent=0)
     for name in ("vocab.json", "target_vocab.json"):
-        (out / name).write_text(rows, encoding="utf-8")
+        (out / name).write_text(rows + "\n", encoding="utf-8")
     settings = {
         "tokenizer_class": "MarianTokenizer",
-        "separate_vocabs": True,  # the same rows, but decoded by target.spm
+        "separate_vocabs": True,  # decode by target.spm: source.spm writes <0xE4> as read
         "source_lang": "en",
         "target_lang": "zh",
         "unk_token": "<unk>",
@@ -290,14 +241,6 @@ def _tokenizer_files(out: Path, models: dict, vocab: Vocabularies):
 
 def _pieces(tokenizer) -> list[str]:
     return [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Exported(NamedTuple):
@@ -325,14 +268,17 @@ def export_hf(checkpoint: Path, out: Path, force: bool = False) -> Exported:
     if out.exists() and not force:
         raise UserError(f"{out} exists; pass --force to replace it")
     payload = load_checkpoint(checkpoint)
-    config = from_dict(payload["config"])
-    model_cfg = config.model
+    model_cfg = from_dict(payload["config"]).model
     architecture = ARCHITECTURES[model_cfg.norm]
     models = payload["tokenizer_models"]
     vocab = Vocabularies.of(*(_pieces(load_tokenizer(models[side])) for side in ("src", "tgt")))
     weights = {name: t.detach().float().cpu() for name, t in payload["model"].items()}
-    model = _model_class(architecture, transformers)(hf_config(model_cfg, vocab, transformers))
-    _load_into(model, to_hf_state(model_cfg, weights, vocab))
+    model = getattr(transformers, MODELS[architecture])(hf_config(model_cfg, vocab, transformers))
+    state = to_hf_state(model_cfg, weights, vocab)  # all but the position tables they compute
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    left = [k for k in missing if "embed_positions" not in k]
+    if left or unexpected:
+        raise UserError(f"the weights do not fit {type(model).__name__}: {left or unexpected}")
     model.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=vocab.row("<pad>"),
         bos_token_id=vocab.row("<pad>"),
@@ -348,7 +294,7 @@ def export_hf(checkpoint: Path, out: Path, force: bool = False) -> Exported:
     _tokenizer_files(out, models, vocab)
     metadata = {
         "checkpoint": str(checkpoint),
-        "sha256": _sha256(checkpoint),
+        "sha256": digest(checkpoint),
         "architecture": architecture,
         "vocabularies": {"size": vocab.size, "src": len(vocab.src), "tgt": len(vocab.tgt)},
         "parked": vocab.parked(),
@@ -360,18 +306,8 @@ def export_hf(checkpoint: Path, out: Path, force: bool = False) -> Exported:
     return Exported(out, architecture, CONVERTER_CAVEAT if unconverted else "")
 
 
-def _load_into(model, state: dict[str, torch.Tensor]) -> None:
-    """Their model holding `state`: every tensor of it given (tied ones alike) but the
-    position tables they compute."""
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    left = [k for k in missing if "embed_positions" not in k]
-    if left or unexpected:
-        raise UserError(f"the weights do not fit {type(model).__name__}: {left or unexpected}")
-
-
 # ---- transformers directory → our checkpoint (`translator import-hf`) ----
 
-HUB_HINT = "huggingface-cli download {name} --local-dir DIR"
 FITTING = {"marian": "post", "pegasus": "pre"}
 THEIR_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")  # our ids 0…3
@@ -390,7 +326,7 @@ def _their_directory(directory: Path) -> dict:
     if not directory.is_dir():
         raise UserError(
             f"{directory} is not a local directory: nothing is downloaded here; fetch the "
-            f"model first ({HUB_HINT.format(name=directory)}) and pass DIR"
+            f"model first (huggingface-cli download {directory} --local-dir DIR) and pass DIR"
         )
     config = directory / "config.json"
     if not config.is_file():
@@ -452,8 +388,7 @@ class Side:
 
 
 def _side(vocab: dict[str, int], specials: dict[str, int], pieces: list[str]) -> Side:
-    """Our specials first (ids 0…3, each from the row `specials` names), then `pieces`
-    (of `vocab`) in their order."""
+    """Our specials first (ids 0…3, from the rows `specials` names), then `pieces` in order."""
     rest = [piece for piece in pieces if piece not in SPECIALS]
     return Side(
         [*SPECIALS, *rest], [specials[name] for name in SPECIALS] + [vocab[p] for p in rest]
@@ -461,9 +396,8 @@ def _side(vocab: dict[str, int], specials: dict[str, int], pieces: list[str]) ->
 
 
 def _our_tokenizer(model: bytes, side: Side) -> bytes:
-    """Their SentencePiece model with its pieces in our order: the same pieces, scores and
-    kinds (so it segments text as theirs does), pieces it lacks as unused ones (never
-    produced, but the model may read or write them), and our special ids."""
+    """Their SentencePiece model with its pieces in our order and our special ids: it
+    segments text as theirs does, and holds the pieces it lacks as unused ones."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     proto = pb.ModelProto()
@@ -491,17 +425,12 @@ def _our_tokenizer(model: bytes, side: Side) -> bytes:
 def _read_vocabularies(
     directory: Path, hf: dict, ours: bool
 ) -> tuple[Side, Side, dict[str, bytes]]:
-    """Each side's pieces and rows from MarianTokenizer's files, and our two tokenizers.
-    The target keeps every piece of a joint vocabulary (OPUS-MT's), or, from `ours` (our
-    own export), the pieces of its target tokenizer."""
+    """Each side's pieces and rows from MarianTokenizer's files, and our two tokenizers; the
+    target keeps every piece of a joint vocabulary, or of our export's target tokenizer."""
     files = {name: directory / name for name in ("source.spm", "target.spm", "vocab.json")}
-    absent = [name for name, path in files.items() if not path.is_file()]
-    if absent:
+    if absent := [name for name, path in files.items() if not path.is_file()]:
         raise UserError(f"{directory} lacks {', '.join(absent)}: import-hf reads Marian tokenizers")
-    settings_file = directory / "tokenizer_config.json"
-    settings = (
-        json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
-    )
+    settings = _json(directory / "tokenizer_config.json", {})
     src_vocab = json.loads(files["vocab.json"].read_text(encoding="utf-8"))
     tgt_vocab = src_vocab
     if settings.get("separate_vocabs"):
@@ -510,10 +439,7 @@ def _read_vocabularies(
     named = lambda vocab, fallback: {  # noqa: E731
         name: vocab.get(name, fallback.get(name, pad)) for name in SPECIALS
     }
-    source_spm, target_spm = (
-        files["source.spm"].read_bytes(),
-        (directory / "target.spm").read_bytes(),
-    )
+    source_spm, target_spm = files["source.spm"].read_bytes(), files["target.spm"].read_bytes()
     if ours:  # each side's pieces as its tokenizer orders them
         src_pieces, tgt_pieces = _spm_pieces(source_spm), _spm_pieces(target_spm)
     else:  # their order; the source keeps what its tokenizer can produce and >>xx<< tokens
@@ -546,8 +472,7 @@ def from_hf_state(
     tgt: Side,
     parked: dict[str, dict] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Our state dict for theirs (the inverse of `to_hf_state`, rows as the sides say, and
-    `parked` special embeddings, as our Pegasus export records them, from their rows)."""
+    """Our state dict for theirs: the inverse of `to_hf_state` (`parked`: its swapped rows)."""
     back = torch.argsort(hidden_order(model_cfg.d_model))
     weights: dict[str, list] = {}
     for entry in layer_entries(model_cfg):
@@ -581,18 +506,16 @@ def import_hf(
     directory: Path, out: Path, target_token: str | None = None, force: bool = False
 ) -> Imported:
     """Write our checkpoint `out` for the transformers directory `directory`."""
-    from translator.config import Config
-
     transformers = require_transformers()
     hf = _their_directory(directory)
     model_cfg = our_model_config(hf)
     if out.exists() and not force:
         raise UserError(f"{out} exists; pass --force to replace it")
-    ours = _our_export(directory)  # our own export: its tying and parked rows, as recorded
+    ours = _json(directory / METADATA)  # our own export's record: its tying and parked rows
     src, tgt, models = _read_vocabularies(directory, hf, ours is not None)
     if target_token is not None and target_token not in src.pieces:
         raise UserError(f"--target-token {target_token!r} is not in {directory}/vocab.json")
-    model = _model_class(hf["model_type"], transformers).from_pretrained(
+    model = getattr(transformers, MODELS[hf["model_type"]]).from_pretrained(
         directory, local_files_only=True
     )
     theirs = {name: t.detach().float() for name, t in model.state_dict().items()}
@@ -609,8 +532,7 @@ def import_hf(
         # a Marian whose start row is zero starts from zero, as its converter assumes
         zero_start=bool(recorded.get("zero_start", not decoder[tgt.rows[BOS]].any())),
     )
-    config = Config()
-    config.model = model_cfg
+    config = Config(model=model_cfg)
     config.data.src_vocab_size, config.data.tgt_vocab_size = len(src.pieces), len(tgt.pieces)
     config.data.src_prefix = target_token or ""
     config.check()
@@ -633,16 +555,13 @@ def import_hf(
         "model": weights,
         "imported": origin,
     }
-    from translator.model.checkpoint import save
-
     save(payload, out)
     return Imported(out, hf["model_type"], (len(src.pieces), len(tgt.pieces)), origin)
 
 
-def _our_export(directory: Path) -> dict | None:
-    """translator.json of a directory `export --format hf` wrote, else None."""
-    path = directory / METADATA
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+def _json(path: Path, absent: dict | None = None) -> dict | None:
+    """A JSON file's object, or `absent` where there is no such file."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else absent
 
 
 def _licence(directory: Path) -> str:

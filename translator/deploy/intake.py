@@ -1,18 +1,7 @@
 """What a request asks of the decoder, read and checked before any of it is done: its
-texts, its settings, and what each text costs (the sentences the decoder will translate).
-
-    check_request(body)   POST /translate: texts, settings, costs; BadRequest naming the
-                          field or the limit
-    check_document(body)  POST /document: the text and its settings
-    document_units(text)  a document's lines → the units the queue takes (one sentence
-                          each, none longer than serve.max_chars) and the line of each
-    costs(texts, split)   each text's sentences, split as the decoder splits them
-
-The limits count what the decoder will do, not what the client sent: a request's
-sentences after splitting (at most serve.max_sentences), a sentence's characters (at most
-serve.max_chars, so a bounded number of the model's pieces), and the beam (at most
-serve.max_beam). Every check is linear in the request's size. Nothing here imports
-PyTorch: it runs in the HTTP process.
+texts, its settings, and what each text costs (the sentences the decoder will translate,
+as the limits count them). Every check is linear in the request's size; nothing here
+imports PyTorch: it runs in the HTTP process.
 """
 
 from __future__ import annotations
@@ -36,14 +25,12 @@ OFF_LOOP_BYTES = 16 * 1024  # a body at least this large is parsed and checked i
 
 
 async def off_loop(size: int, work: Callable[[], T]) -> T:
-    """`work()` (reading a body of `size` bytes), in a worker thread where the body is
-    large, so that the event loop (/health, other clients) goes on meanwhile."""
+    """`work()`, in a worker thread where the body is large: the event loop goes on meanwhile."""
     return await asyncio.to_thread(work) if size >= OFF_LOOP_BYTES else work()
 
 
 def costs(texts: list[str], split: bool) -> list[int]:
-    """The sentences the decoder translates for each text: those it splits it into
-    (normalised first, as it does), or one without `split`; none for a blank text."""
+    """The sentences the decoder translates for each text (none for a blank one)."""
     if not split:
         return [1 if text.strip() else 0 for text in texts]
     return [len(sentences(normalize_en(text))) for text in texts]
@@ -62,9 +49,7 @@ def check_sentences(costs: list[int], serve_cfg: ServeConfig) -> None:
 def check_request(
     body: Any, serve_cfg: ServeConfig, defaults: Settings, model=None
 ) -> tuple[list[str], Settings, list[int]]:
-    """The texts, settings and costs of a parsed POST /translate body, checked against
-    the request model (`model`: schema.request_models' for these limits) and the serve
-    limits; BadRequest (status, message) if it is not one we answer."""
+    """The texts, settings and costs of a parsed POST /translate body, else a BadRequest."""
     from pydantic import ValidationError
 
     from translator.deploy.schema import request_models
@@ -98,9 +83,8 @@ def check_request(
 def check_document(
     body: Any, serve_cfg: ServeConfig, defaults: Settings, model
 ) -> tuple[str, Settings]:
-    """The text and settings of a parsed POST /document body (`model`: schema's
-    document_model for these limits); BadRequest as for check_request. Its units are
-    sentences already (document_units): the decoder does not split them again."""
+    """The text and settings of a parsed POST /document body (`model`: document_model's);
+    its units are sentences already (document_units): the decoder does not split them."""
     from pydantic import ValidationError
 
     if not isinstance(body, dict):
@@ -126,10 +110,8 @@ SPLIT_CHARS = 10_000
 
 
 def document_units(lines: list[str], max_chars: int) -> tuple[list[str], list[int]]:
-    """The sentences of each line (normalised, split as the decoder would split them; a
-    line longer than SPLIT_CHARS a stretch at a time), a sentence longer than `max_chars`
-    cut at the last space before it (or at it, where there is none), and the index of the
-    line each unit belongs to."""
+    """The sentences of each line (normalised and split as the decoder would), each longer
+    than `max_chars` cut at a space (`_cut`), and the index of the line each unit is of."""
     units: list[str] = []
     owners: list[int] = []
     for i, line in enumerate(lines):
@@ -155,8 +137,7 @@ def _cut(text: str, size: int) -> list[str]:
 
 
 def _settings(request, defaults: Settings, split: bool, nbest: int) -> Settings:
-    """A validated request's decoding settings: its beam (or the default), its glossary
-    checked as a file is (400 naming the entry)."""
+    """A validated request's decoding settings, its glossary checked as a file is (400)."""
     beam = defaults.beam if request.beam is None else request.beam
     if wrong := nbest_within_beam(nbest, beam):
         raise BadRequest(422, f'"nbest" ({nbest}) {wrong}')
@@ -171,8 +152,7 @@ def _settings(request, defaults: Settings, split: bool, nbest: int) -> Settings:
 
 
 def check_glossary_size(glossary: Any, serve_cfg: ServeConfig) -> None:
-    """413 for a request glossary over serve.max_glossary_entries or serve.max_glossary_kb
-    (its English and Chinese in UTF-8), as for too many or too long texts."""
+    """413 for a request glossary over serve.max_glossary_entries or serve.max_glossary_kb."""
     if not isinstance(glossary, dict):
         return
     if len(glossary) > serve_cfg.max_glossary_entries:

@@ -1,17 +1,6 @@
 """LibreTranslate's HTTP API, mounted at /lt: the open convention that browser extensions,
-chat bots, CAT tools and the `libretranslatepy` client speak. A client's base URL is
-`http://HOST:PORT/lt/`.
-
-    POST /lt/translate   q (a string or a list), source "en" (or "auto"), target "zh",
-                         format "text" or "html" (the text between tags translated, the
-                         markup kept), api_key; JSON or a form
-                         → {"translatedText": ...} (a list for a list)
-    GET  /lt/languages   → [{"code": "en", "name": "English", "targets": ["zh"]}, ...]
-    POST /lt/detect      → [{"confidence": 100.0, "language": "en"}] (English is all it reads)
-
-Errors are LibreTranslate's shape, `{"error": "..."}`: 400 for a bad request, 403 for a
-missing or wrong key when the server has keys (given as `api_key` or as a header).
-Translations go through the server's batcher, so they share its queue and its limits.
+chat bots, CAT tools and the `libretranslatepy` client speak (docs/deploy.md). Errors are
+LibreTranslate's `{"error": ...}`: 400 for a bad request, 403 for a missing or wrong key.
 """
 
 import asyncio
@@ -49,24 +38,18 @@ def read_body(body: bytes, content_type: str) -> dict[str, Any]:
     return data
 
 
-def check_key(fields: dict[str, Any], scope, keys: list[str]) -> None:
-    if keys and not accepted(str(fields.get("api_key") or presented(scope)), keys):
-        raise BadRequest(403, "Invalid API key")
-
-
 async def fields_of(request, keys: list[str]) -> dict[str, Any]:
-    """A request's fields (read_body: in a worker thread for a large body), its key
-    checked (403): the key may come in the body, so the body is read first; reading it
-    is linear in its size, and its size is bounded (limits.py)."""
+    """A request's fields, its key checked (403): the key may come in the body, so the
+    body, bounded by limits.py, is read first."""
     body, kind = await request.body(), request.headers.get("content-type", "")
     fields = await off_loop(len(body), lambda: read_body(body, kind))
-    check_key(fields, request.scope, keys)
+    if keys and not accepted(str(fields.get("api_key") or presented(request.scope)), keys):
+        raise BadRequest(403, "Invalid API key")
     return fields
 
 
 def texts_of(fields: dict[str, Any], serve_cfg: ServeConfig) -> tuple[list[str], bool]:
-    """The texts to translate and whether `q` was a list; BadRequest naming the field for
-    bad fields, and the limit for too many or too long texts."""
+    """The texts to translate and whether `q` was a list; BadRequest naming what is wrong."""
     q = fields.get("q")
     if q is None or q == "" or q == []:
         raise BadRequest(400, "Invalid request: missing q parameter")
@@ -76,9 +59,9 @@ def texts_of(fields: dict[str, Any], serve_cfg: ServeConfig) -> tuple[list[str],
         raise BadRequest(400, "Invalid request: q must be a string or a list of strings")
     if len(texts) > serve_cfg.max_sentences:
         raise BadRequest(400, f"Invalid request: at most {serve_cfg.max_sentences} texts")
-    if (longest := max(map(len, texts))) > serve_cfg.max_chars:
-        raise BadRequest(400, f"Invalid request: a text of {longest} characters exceeds "
-                              f"the limit of {serve_cfg.max_chars}")  # fmt: skip
+    if (longest := max(map(len, texts))) > (limit := serve_cfg.max_chars):
+        message = f"Invalid request: a text of {longest} characters exceeds the limit of {limit}"
+        raise BadRequest(400, message)
     for name in ("source", "target", "format", "api_key"):
         if not isinstance(fields.get(name, ""), str | None):
             raise BadRequest(400, f"Invalid request: {name} must be a string")
@@ -124,9 +107,9 @@ class Markup(HTMLParser):
 
 
 async def translate_html(pages: list[str], translate) -> list[str]:
-    """Each page with its text nodes translated (all of them in one call), markup kept.
-    The pages are parsed in a worker thread: Python's HTML parser takes time quadratic in
-    an unclosed tag (CPython gh-135462), bounded here by serve.max_chars a page."""
+    """Each page with its text nodes translated in one call, markup kept; parsed in a worker
+    thread, as CPython's HTML parser takes time quadratic in an unclosed tag (gh-135462),
+    bounded by serve.max_chars a page."""
     parsed = await asyncio.to_thread(lambda: [Markup(page).parts for page in pages])
     nodes = [text.strip() for parts in parsed for is_text, text in parts if is_text]
     done = iter(await translate(nodes))
@@ -144,15 +127,13 @@ async def translate_html(pages: list[str], translate) -> list[str]:
 
 
 def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], model) -> None:
-    """LibreTranslate's endpoints under /lt, decoding through `batcher` with `settings`;
-    `model` documents the request in the OpenAPI schema (JSON or a form)."""
+    """LibreTranslate's endpoints under /lt, decoding through `batcher` with `settings`."""
     from fastapi import Request
 
     from translator.deploy.schema import ErrorResponse, LibreTranslateResponse
 
     schema = model.model_json_schema()
-    fields = ("q", "api_key")  # what /detect reads
-    asked = {**schema, "properties": {name: schema["properties"][name] for name in fields}}
+    asked = {**schema, "properties": {n: schema["properties"][n] for n in ("q", "api_key")}}
     kinds = ("application/json", "application/x-www-form-urlencoded")
     refusals = {400: {"model": ErrorResponse}, 403: {"model": ErrorResponse}}
 
@@ -164,8 +145,7 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
     async def translate(texts: list[str]) -> list[str]:
         if not texts:
             return []
-        size = sum(map(len, texts))
-        counted = await off_loop(size, lambda: costs(texts, settings.split))
+        counted = await off_loop(sum(map(len, texts)), lambda: costs(texts, settings.split))
         check_sentences(counted, serve_cfg)
         return [h.text for h in best(await batcher.translate(texts, settings, counted))]
 

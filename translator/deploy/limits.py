@@ -1,16 +1,7 @@
 """What a request may cost the server, enforced before the app sees it (an ASGI middleware
-around the FastAPI app), and the strict JSON reader the app parses bodies with.
-
-    Content-Length over serve.max_body_kb        → 413 at once, nothing read
-    the body growing past it while it streams    → 413, the rest never read
-    the body not complete in serve.read_timeout_s → 408 (a client that stalls mid-body)
-    the client gone before its answer            → its request cancelled (its sentences
-                                                   not decoded if they had not started);
-                                                   one log line, no traceback
-    no answer within serve.request_timeout_s     → 503
-
-The body is read here, whole and bounded, and handed to the app as if it had just
-arrived; the app never reads from a client's socket itself.
+around the FastAPI app: the body's size and time to arrive, the time to answer, clients
+that leave), and the strict JSON reader the app parses bodies with. The body is read here,
+whole and bounded: the app never reads from a client's socket.
 """
 
 from __future__ import annotations
@@ -35,10 +26,9 @@ class BadRequest(Exception):
 
 
 def parse_json(body: bytes) -> Any:
-    """`body` as JSON, strictly: UTF-8, no NaN or Infinity, no key given twice, no lone
-    surrogate in a string (it is not text: the field is named), and any nesting or number
-    Python cannot take is a 400, never an exception of another kind. Linear in the body's
-    size, whatever it holds."""
+    """`body` as JSON, strictly (UTF-8, no NaN or Infinity, no key given twice, no lone
+    surrogate) and in linear time: anything else, any nesting or number Python cannot take
+    included, is a 400 or 422 naming what is wrong, never an exception of another kind."""
     try:
         value = json.loads(
             body.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys
@@ -74,9 +64,8 @@ _LONE = re.compile("[\ud800-\udfff]")
 
 
 def lone_surrogate(value: Any) -> str | None:
-    """Where the first string (or key) of a parsed JSON value that holds a lone surrogate
-    is, as `"text"[0]`, `a key of "glossary"` or `the body`; None where none does. Visits
-    each value once."""
+    """Where the first string (or key) holding a lone surrogate is, as `"text"[0]`, `a key
+    of "glossary"` or `the body`; None where none does. Visits each value once."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, where = stack.pop()
@@ -101,14 +90,11 @@ class _Gone(Exception):
 
 
 class Limits:
-    """The ASGI middleware: bounded body reading, timeouts, and cancelling the requests of
-    clients that went away."""
+    """The ASGI middleware: bounded body reading, timeouts, and cancelling for clients gone."""
 
     def __init__(self, app, max_body: int, read_timeout: float, request_timeout: float):
-        self.app = app
-        self.max_body = max_body
-        self.read_timeout = read_timeout
-        self.request_timeout = request_timeout
+        self.app, self.max_body = app, max_body
+        self.read_timeout, self.request_timeout = read_timeout, request_timeout
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
@@ -149,8 +135,7 @@ class Limits:
     async def _answer(self, scope, body: bytes, receive, send) -> None:
         """Run the app on `body`; cancel it when the client disconnects or time runs out."""
         gone = asyncio.Event()
-        started = False
-        delivered = False
+        started = delivered = False
 
         async def replay():
             nonlocal delivered

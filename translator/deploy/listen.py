@@ -1,23 +1,8 @@
-"""How `translator serve` meets the network: granian (an HTTP server written in Rust, on
-hyper) runs the app in this process, with the limits that keep slow or idle connections
-from holding the server:
-
-    serve.header_timeout_s   a request's headers must have arrived within this, counted
-                             from when its connection opened or its previous answer was
-                             sent; data dribbled in meanwhile does not reset it. The same
-                             bound closes an idle keep-alive connection.
-    serve.max_connections    connections open at once; the next wait in the listen queue
-                             (the kernel's backlog) until one closes
-    HTTP/1.1 only            (granian's automatic HTTP/2 detection has no timeout)
-
-uvicorn has no header timeout (a client that sends a header line every few seconds holds
-its connection forever) and its `limit_concurrency` counts such connections, answering
-503 to honest ones; hypercorn's keep-alive timeout bounds headers but it has no
-connection cap and parses HTTP in Python; granian has all three from its own options
-(docs/deploy.md#slow-clients-and-connections). Behind
-a proxy on this machine, the client's address is taken from X-Forwarded-For (granian's
-proxy-headers wrapper, trusting 127.0.0.1 only). SIGTERM and SIGINT stop it: no new
-connections, the requests admitted answered, then `serve_app` returns.
+"""How `translator serve` meets the network: granian (an HTTP server written in Rust) runs
+the app in this process, with a header timeout, a connection cap and HTTP/1.1 only, so
+that slow or idle connections cannot hold the server (uvicorn has no header timeout,
+hypercorn no connection cap: docs/deploy.md#slow-clients-and-connections). Behind a proxy
+on this machine, the client's address is X-Forwarded-For's (trusting 127.0.0.1 only).
 """
 
 from __future__ import annotations
@@ -34,15 +19,10 @@ log = logging.getLogger(__name__)
 SPARE_FILES = 64  # descriptors kept beside the connections: logs, the decoder's pipe, …
 
 
-class _Experimental(logging.Filter):
+def _not_experimental(record: logging.LogRecord) -> bool:
     """Drops granian's "Embedded server is experimental!" line: the embedded server is
     what lets the app hold its decoding process, and the line would read as a fault."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "experimental" not in record.getMessage()
-
-
-_EXPERIMENTAL = _Experimental()  # one filter: adding it again is a no-op
+    return "experimental" not in record.getMessage()
 
 
 def connections(wanted: int) -> int:
@@ -67,15 +47,14 @@ def connections(wanted: int) -> int:
 
 
 def server_for(app, serve_cfg: ServeConfig):
-    """A granian server for `app` with serve_cfg's address and connection limits, not yet
-    started (`await server.serve()`; `server.stop()` ends it)."""
+    """A granian server for `app` with serve_cfg's address and limits, not yet started."""
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
     from granian.log import LogLevels
     from granian.server.embed import Server
     from granian.utils.proxies import wrap_asgi_with_proxy_headers
 
-    logging.getLogger("_granian").addFilter(_EXPERIMENTAL)
+    logging.getLogger("_granian").addFilter(_not_experimental)  # a no-op the second time
     settings = HTTP1Settings(header_read_timeout=round(serve_cfg.header_timeout_s * 1000))
     cap = connections(serve_cfg.max_connections)
     return Server(
@@ -83,7 +62,7 @@ def server_for(app, serve_cfg: ServeConfig):
         address=serve_cfg.host,
         port=serve_cfg.port,
         interface=Interfaces.ASGI,
-        http=HTTPModes.http1,
+        http=HTTPModes.http1,  # granian's HTTP/2 detection has no timeout
         websockets=False,
         backlog=max(128, min(cap, 4096)),
         backpressure=cap,
@@ -93,8 +72,7 @@ def server_for(app, serve_cfg: ServeConfig):
 
 
 def serve_app(app, serve_cfg: ServeConfig, on_stop: Callable[[], None] = lambda: None) -> None:
-    """Serve `app` until SIGTERM or SIGINT, on uvloop where it is installed; `on_stop` is
-    called once the server has stopped (the decoding process is closed there)."""
+    """Serve `app` until SIGTERM or SIGINT, on uvloop where it is installed; then `on_stop`."""
 
     async def main() -> None:
         server = server_for(app, serve_cfg)

@@ -1,18 +1,5 @@
-"""Operating the server: Prometheus metrics (`GET /metrics`, prometheus-client) and one
-structured access-log line per request.
-
-    translator_requests_total{path, status}     requests answered, refusals included
-    translator_request_seconds{path}            time to answer (histogram)
-    translator_sentences_total                  sentences translated
-    translator_source_tokens_total              their source tokens
-    translator_queue_sentences                  sentences waiting to be decoded now
-    translator_batch_sentences                  sentences per decode (histogram)
-    translator_rate_limited_total               requests refused by serve.rate_limit (429)
-    translator_rate_limit_clients               clients with a rate-limit bucket now
-
-The access line is a JSON object on the `translator.access` logger (stderr), e.g.
-{"client": "127.0.0.1", "method": "POST", "path": "/translate", "status": 200, "ms": 41.2}.
-"""
+"""Operating the server: Prometheus metrics (`GET /metrics`; listed in docs/deploy.md) and
+one JSON access-log line per request on the `translator.access` logger (stderr)."""
 
 from __future__ import annotations
 
@@ -20,6 +7,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 access_log = logging.getLogger("translator.access")
 KNOWN_PATHS = {  # a path's metrics label; any other path is "other" (bounded labels)
@@ -37,39 +25,31 @@ class Metrics:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = registry = CollectorRegistry()
-        self.requests = Counter(
-            "translator_requests", "Requests answered", ["path", "status"], registry=registry
+        counter, gauge = partial(Counter, registry=registry), partial(Gauge, registry=registry)
+        histogram = partial(Histogram, registry=registry)
+        self.requests = counter("translator_requests", "Requests answered", ["path", "status"])
+        self.seconds = histogram(
+            "translator_request_seconds", "Time to answer", ["path"], buckets=SECONDS
         )
-        self.seconds = Histogram(
-            "translator_request_seconds", "Time to answer", ["path"], buckets=SECONDS,
-            registry=registry,
-        )  # fmt: skip
-        self.sentences = Counter("translator_sentences", "Sentences translated", registry=registry)
-        self.tokens = Counter(
-            "translator_source_tokens", "Source tokens translated", registry=registry
-        )
-        self.spans_lost = Counter(
+        self.sentences = counter("translator_sentences", "Sentences translated")
+        self.tokens = counter("translator_source_tokens", "Source tokens translated")
+        self.spans_lost = counter(
             "translator_spans_lost",
             "Protected spans (URLs, numbers, codes…) missing from translations",
-            registry=registry,
         )
-        self.spans_appended = Counter(
+        self.spans_appended = counter(
             "translator_spans_appended",
             "Protected spans the model did not write, put at the end of their sentence "
             "(decode.span_guard)",
-            registry=registry,
         )
-        queue = Gauge("translator_queue_sentences", "Sentences waiting", registry=registry)
-        queue.set_function(queued)
-        self.batches = Histogram(
-            "translator_batch_sentences", "Sentences per decode", buckets=SIZES, registry=registry
+        gauge("translator_queue_sentences", "Sentences waiting").set_function(queued)
+        self.batches = histogram(
+            "translator_batch_sentences", "Sentences per decode", buckets=SIZES
         )
-        self.rate_limited = Counter(
-            "translator_rate_limited", "Requests refused by serve.rate_limit", registry=registry
+        self.rate_limited = counter(
+            "translator_rate_limited", "Requests refused by serve.rate_limit"
         )
-        self.clients = Gauge(
-            "translator_rate_limit_clients", "Clients with a rate-limit bucket", registry=registry
-        )
+        self.clients = gauge("translator_rate_limit_clients", "Clients with a rate-limit bucket")
 
     def decoded(self, sentences: list[str], tokens: int, lost: int = 0, appended: int = 0) -> None:
         self.batches.observe(len(sentences))
@@ -85,8 +65,7 @@ class Metrics:
 
 
 class Observe:
-    """The ASGI middleware around everything: times each HTTP request, counts it by path
-    and status, and writes its access-log line."""
+    """The ASGI middleware around everything: each request's metrics and access-log line."""
 
     def __init__(self, app, metrics: Metrics):
         self.app, self.metrics = app, metrics
@@ -110,9 +89,8 @@ class Observe:
             path = scope["path"] if scope["path"] in KNOWN_PATHS else "other"
             self.metrics.requests.labels(path, str(status or "none")).inc()
             self.metrics.seconds.labels(path).observe(seconds)
-            client = (scope.get("client") or ("-", 0))[0]
             line = {
-                "client": client,
+                "client": (scope.get("client") or ("-", 0))[0],
                 "method": scope["method"],
                 "path": scope["path"][:200],
                 "status": status or None,

@@ -1,12 +1,6 @@
-"""`translator release`: a checkpoint → the small file that decoding needs, to ship.
-
-A training checkpoint carries AdamW's two moments per weight, the schedule, the random
-states and the run's history besides the weights (last.pt is about three times the
-weights). A release keeps the config, both tokenizers and the weights only, optionally
-stored in float16 or bfloat16 (half the bytes again). A tied output projection is stored
-once (an averaged checkpoint holds it as a second copy). Loading casts the weights back to
-float32 (`load_state_dict` copies into the model's own tensors), so translate, eval,
-serve, export, `train --init-from` and the Python API read a release like any checkpoint.
+"""`translator release`: a checkpoint → the small file that decoding needs, to ship: the
+config, both tokenizers and the weights only (a training checkpoint is about three times
+the weights), optionally in float16 or bfloat16, read back as float32 like any checkpoint.
 """
 
 from __future__ import annotations
@@ -22,11 +16,7 @@ from translator.errors import UserError
 from translator.model import checkpoint
 from translator.model.rundir import checkpoint_in
 
-DTYPES = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 KEPT = ("config", "tokenizers", "tokenizer_models", "source_words", "averaged_from", "imported")
 
@@ -41,8 +31,7 @@ class Released:
 
 
 def release(source: str | Path, out: str | Path, dtype: str = "float32") -> Released:
-    """Write the release of `source` (a checkpoint, or a run directory's model: train.final)
-    to `out`, its floating-point weights stored as `dtype`."""
+    """Write the release of `source` (a checkpoint, or a run's model) to `out`, as `dtype`."""
     name = ALIASES.get(dtype, dtype)
     if name not in DTYPES:
         choices = ", ".join([*DTYPES, *ALIASES])

@@ -1,9 +1,6 @@
 """The server's request and response bodies as pydantic models: FastAPI publishes them in
-`/openapi.json`, and a request is checked against them (strictly: no field of the wrong
-type is converted, no unknown field is accepted) before anything else is done with it.
-The limits of `[serve]` (sentences a request, characters a sentence, the largest beam)
-are part of the models, so the published schema states them: `request_models` builds
-them for one server's limits."""
+`/openapi.json`, and a request is checked against them strictly (no conversion, no unknown
+field) before anything else is done with it; `request_models` adds a server's limits."""
 
 from __future__ import annotations
 
@@ -17,19 +14,15 @@ from translator.config import ServeConfig
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: list[str] = Field(
-        min_length=1, description="English texts; each may hold several sentences."
-    )
-    beam: int | None = Field(None, ge=1, description="Beam size (default: decode.beam).")
+    # the fields in their published order; request_models gives all but split their types
+    # and limits (a description here would not reach /openapi.json)
+    text: list[str]
+    beam: int | None = None
     split: bool | None = Field(
         None, description="Split each text into sentences (default: decode.split)."
     )
-    nbest: int = Field(0, ge=0, description="1 or more: that many hypotheses, at most beam.")
-    glossary: dict[str, str] | None = Field(
-        None,
-        description="English terms and the Chinese each must be translated as, laid over "
-        "the server's glossary (decode.glossary).",
-    )
+    nbest: int = 0
+    glossary: dict[str, str] | None = None
 
 
 class NBestEntry(BaseModel):
@@ -76,14 +69,9 @@ class TranslateResponse(BaseModel):
 class DocumentRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str = Field(
-        description="The document: lines of running text, each translated sentence by "
-        "sentence; blank lines and line breaks are kept."
-    )
-    beam: int | None = Field(None, ge=1, description="Beam size (default: decode.beam).")
-    glossary: dict[str, str] | None = Field(
-        None, description="English terms and their Chinese, laid over the server's glossary."
-    )
+    text: str  # the fields in their published order; document_model gives their limits
+    beam: int | None = None
+    glossary: dict[str, str] | None = None
 
 
 class LineNotes(BaseModel):
@@ -171,15 +159,15 @@ def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseMo
         glossary=(dict[term, term] | None, Field(None, max_length=serve_cfg.max_glossary_entries)),
     )
     filled = Annotated[str, StringConstraints(min_length=1, max_length=serve_cfg.max_chars)]
+    texts = Annotated[list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)]
     theirs = create_model(
         "LibreTranslateRequest",
-        q=(filled | Annotated[list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)],
-           ...),
+        q=(filled | texts, ...),
         source=(Literal["en", "auto"], "en"),
         target=(Literal["zh", "zh-Hans", "zh-CN"], "zh"),
         format=(Literal["text", "html"], "text"),
         api_key=(str | None, None),
-    )  # fmt: skip
+    )
     return ours, theirs
 
 

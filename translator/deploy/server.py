@@ -1,44 +1,10 @@
 """`translator serve`: the model behind HTTP (FastAPI on granian: listen.py), loaded once at
-start-up.
+start-up: POST /translate and /document, GET /info, /health, /ready and /metrics,
+LibreTranslate's API under /lt and a page at / (docs/deploy.md#serve).
 
-    POST /translate  {"text": ["Hello.", ...], "beam": 5}  →  {"translations": [...],
-                     "lost": [[span, ...], ...], "appended": [[span, ...], ...],
-                     "missed": [[term, ...], ...], ...}
-                     optional: "split": false (each text one sentence), "nbest": N (≤ beam:
-                     "hypotheses" [[{"text", "score", "lost", "appended", "missed"}, ...],
-                     ...] added), "glossary": {"GPU": "显卡", ...} (laid over the server's)
-    POST /document   {"text": "a whole document", "beam": 5, "glossary": {...}}  →
-                     {"translation": "...", "lines": N, "notes": [...], ...}: each line
-                     translated sentence by sentence, blank lines and line breaks kept
-                     (the page's file translation; at most serve.max_document_chars)
-    GET  /info       →  which model answers (run, checkpoint, short hash, engine, precision:
-                        names, no paths), the limits, whether keys are needed, what
-                        requests may ask for (the page)
-    GET  /health     →  {"status": "ok", "run": ..., "engine": ..., ...}: the server is up
-                        (liveness); the model by name (model_of), never a path
-    GET  /ready      →  200 {"status": "ready"} once the decoder is loaded and warmed up,
-                        503 {"status": "warming"} before, and {"status": "busy"} while
-                        the decoder is busy past serve.busy_s (readiness)
-    GET  /metrics    →  Prometheus metrics (observe.py)
-    /lt/...          →  LibreTranslate's API (libretranslate.py)
-    GET  /           →  a page to type English and see Chinese
-
-A request is read and checked before any of it is decoded (intake.py): the limits count
-what the decoder will do (its sentences after splitting, their characters, the beam), and
-a large body is parsed in a worker thread, so /health is answered throughout. Its texts
-then wait in the queue of batcher.py, which cuts batches from the requests waiting in turn
-(up to `decode.batch_size` sentences; the first of a batch waits up to
-`serve.batch_wait_ms` for others) and runs one decode at a time in the decoding process
-(decoder.py): a long document does not hold a short request back, a request whose client
-left costs no more decoder time, and a batch that fails is decoded again request by
-request so that a bad request fails alone. At most `serve.max_queue` sentences wait: a
-request beyond that gets 503 with Retry-After. Who is let in before the body is read (rate
-limits, wrong keys counted with them, a full queue) is admission.py's; what a request may
-cost before the app sees it (body size, read and answer timeouts, clients that leave) is
-limits.py's; its body is checked against the models of schema.py, which `/openapi.json`
-publishes. A bad request (too large, not JSON or not acceptable JSON, a lone surrogate,
-wrong types, an empty list, too many or too long sentences, a beam or nbest out of range)
-gets a 4xx JSON `{"error": ...}` naming the field or the limit, never a 500.
+admission.py, access.py and limits.py decide what gets in; a body is checked (intake.py,
+schema.py) before any of it is decoded, so a bad request gets a 4xx JSON `{"error": ...}`
+naming the field or the limit, never a 500. Its texts then wait in batcher.py's queue.
 """
 
 import asyncio
@@ -73,11 +39,8 @@ def require_fastapi() -> None:
 async def translated_document(
     batcher: Batcher, text: str, settings: Settings, window: int, max_chars: int
 ) -> dict:
-    """A document's translation, line for line (blank lines and the line ending kept), and
-    notes on the lines with spans lost or put at the end or glossary terms missed. Its
-    sentences (intake.document_units) go through the queue `window` at a time, the first
-    window admitted as a request is, the rest as its continuation; each line's
-    translations are joined as the decoder joins a line's sentences."""
+    """A document's translation, line for line (blank lines and line endings kept), and notes
+    on its lines; its sentences go through the queue `window` at a time."""
     ending = "\r\n" if "\r\n" in text else "\n"
     lines = [line.rstrip("\r") for line in text.split("\n")]
     units, owners = await asyncio.to_thread(document_units, lines, max_chars)
@@ -111,79 +74,78 @@ def model_of(about: dict) -> dict[str, str]:
     return {name: str(about.get(name, "")) for name in MODEL_FIELDS}
 
 
-def server_info(about: dict, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, keys: bool) -> dict:
-    """What GET /info says: the model (by name, from what the decoding process said,
-    `about`), the default beam, the limits, whether keys are needed, and what a request
-    may ask for."""
-    limits = {
-        "max_sentences": serve_cfg.max_sentences,
-        "max_chars": serve_cfg.max_chars,
-        "max_beam": serve_cfg.max_beam,
-        "max_document_chars": serve_cfg.max_document_chars,
-        "max_glossary_entries": serve_cfg.max_glossary_entries,
-        "max_term_chars": serve_cfg.max_term_chars,
-    }
-    return {
-        "model": model_of(about),
-        "beam": decode_cfg.beam,
-        "limits": limits,
-        "keys": keys,
-        "glossary": about.get("glossary", 0),
-        "features": ["nbest", "glossary", "document"],
-    }
+LIMITS = (  # what /info says of serve's limits
+    *("max_sentences", "max_chars", "max_beam", "max_document_chars"),
+    *("max_glossary_entries", "max_term_chars"),
+)
+
+
+class Service:
+    """What the routes share: the decoder, its batcher, metrics, default settings and keys."""
+
+    def __init__(self, decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfig):
+        self.decoder, self.decode_cfg, self.serve_cfg = decoder, decode_cfg, serve_cfg
+        self.defaults = Settings(decode_cfg.beam, decode_cfg.split)
+        wait, size = serve_cfg.batch_wait_ms / 1000, decode_cfg.batch_size
+        self.batcher = Batcher(decoder, wait, size, serve_cfg.batching, serve_cfg.max_queue)
+        self.metrics = Metrics(lambda: self.batcher.queued)
+        self.batcher.on_decode = self.metrics.decoded
+        self.keys = api_keys(serve_cfg)
+
+    async def lifespan(self, app):
+        """The batcher runs while the app serves; the decoder is closed, if it can be, after."""
+        task = asyncio.create_task(self.batcher.run())
+        yield
+        task.cancel()
+        if hasattr(self.decoder, "close"):
+            await asyncio.to_thread(self.decoder.close)
 
 
 def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfig, about: dict):
-    """The FastAPI app around one decoder (closed, if it can be, when the server stops).
-    `about`: the model by name (decoder.py's model_identity) and the server glossary's
-    entries (`glossary`); only those reach clients."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import HTMLResponse, JSONResponse
+    """The FastAPI app around one decoder; `about`: the model by name (model_identity) and
+    the server glossary's entries, all that clients are told of it."""
+    from fastapi import FastAPI
+    from fastapi.responses import HTMLResponse
 
-    from translator.deploy.schema import (
-        DocumentResponse,
-        ErrorResponse,
-        Health,
-        ServerInfo,
-        TranslateResponse,
-        document_model,
-        request_models,
-    )
+    from translator.deploy.schema import request_models
 
-    wait = serve_cfg.batch_wait_ms / 1000
-    defaults = Settings(decode_cfg.beam, decode_cfg.split)
-    batcher = Batcher(decoder, wait, decode_cfg.batch_size, serve_cfg.batching, serve_cfg.max_queue)
-    metrics = Metrics(lambda: batcher.queued)
-    batcher.on_decode = metrics.decoded
+    service = Service(decoder, decode_cfg, serve_cfg)
+    app = FastAPI(title="translator", lifespan=service.lifespan, docs_url=None, redoc_url=None)
+    add_middleware(app, service)
+    add_error_handlers(app, serve_cfg)
+    ours, theirs = request_models(serve_cfg)
+    add_translation(app, service, ours)  # POST /translate, POST /document
+    add_routes(app, service.batcher, serve_cfg, service.defaults, service.keys, theirs)  # /lt
+    add_status(app, service, about)  # GET /metrics, /health, /info, /ready
     page = resources.files("translator.deploy").joinpath("static/index.html").read_text("utf-8")
 
-    async def lifespan(app):
-        task = asyncio.create_task(batcher.run())
-        yield
-        task.cancel()
-        if hasattr(decoder, "close"):
-            await asyncio.to_thread(decoder.close)
+    @app.get("/", response_class=HTMLResponse)
+    async def index():  # a page to type English and see Chinese
+        return page
 
-    app = FastAPI(title="translator", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.batcher = batcher
-    # the last added runs first: metrics and access log, CORS (a browser's preflight needs
-    # no key), admission (rate limits, wrong keys counted too, a full queue), keys, limits
+    return app
+
+
+def add_middleware(app, service: Service) -> None:
+    """What a request passes before a route sees it. The last added runs first: metrics and
+    access log, CORS (a browser's preflight needs no key), admission (rate limits, wrong
+    keys counted too, a full queue), keys, limits."""
+    serve_cfg = service.serve_cfg
     app.add_middleware(
         Limits,
         max_body=serve_cfg.max_body_kb * 1024,
         read_timeout=serve_cfg.read_timeout_s,
         request_timeout=serve_cfg.request_timeout_s,
     )
-    keys = api_keys(serve_cfg)
-    if keys:
-        app.add_middleware(RequireKey, keys=keys)
+    if service.keys:
+        app.add_middleware(RequireKey, keys=service.keys)
     app.add_middleware(
         Admission,
-        full=batcher.refusal,
+        full=service.batcher.refusal,
         rate=serve_cfg.rate_limit,
         burst=serve_cfg.rate_burst,
-        keys=keys,
-        metrics=metrics,
+        keys=service.keys,
+        metrics=service.metrics,
         delay=serve_cfg.refusal_delay_s,
     )
     if serve_cfg.cors_origins:
@@ -195,11 +157,18 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
-    app.add_middleware(Observe, metrics=metrics)  # outermost: sees every answer
+    app.add_middleware(Observe, metrics=service.metrics)  # outermost: sees every answer
+
+
+def add_error_handlers(app, serve_cfg: ServeConfig) -> None:
+    """A bad request: its 4xx (a 503 held as admission.py holds its refusals); anything
+    else: a 500 naming what failed, never a traceback."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, exc: BadRequest):
-        if exc.status == 503:  # busy: held as admission.py holds its refusals
+        if exc.status == 503:
             await asyncio.sleep(serve_cfg.refusal_delay_s)
         return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
@@ -210,16 +179,34 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         )
         return JSONResponse({"error": f"translation failed: {message}"}, status_code=500)
 
-    errors = {status: {"model": ErrorResponse} for status in (400, 401, 408, 413, 422, 429, 503)}
-    ours, theirs = request_models(serve_cfg)
-    body_schema = {"content": {"application/json": {"schema": ours.model_json_schema()}}}
+
+ERRORS = (400, 401, 408, 413, 422, 429, 503)  # what /translate and /document may answer
+
+
+def add_translation(app, service: Service, ours) -> None:
+    """POST /translate and /document: each request checked (intake.py), then batched."""
+    from fastapi import Request
+
+    from translator.deploy.schema import (
+        DocumentResponse,
+        ErrorResponse,
+        TranslateResponse,
+        document_model,
+    )
+
+    serve_cfg, defaults, batcher = service.serve_cfg, service.defaults, service.batcher
+    errors = {status: {"model": ErrorResponse} for status in ERRORS}
+
+    def json_body(model) -> dict:
+        content = {"application/json": {"schema": model.model_json_schema()}}
+        return {"requestBody": {"required": True, "content": content}}
 
     @app.post(
         "/translate",
         response_model=TranslateResponse,
         response_model_exclude_none=True,
         responses=errors,
-        openapi_extra={"requestBody": {"required": True, **body_schema}},
+        openapi_extra=json_body(ours),
     )
     async def translate(request: Request):
         """Translate English texts (read strictly: see the request schema)."""
@@ -229,19 +216,7 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
             len(body), lambda: check_request(parse_json(body), serve_cfg, defaults, ours)
         )
         found = await batcher.translate(texts, settings, costs)
-        ms = round((time.perf_counter() - started) * 1000, 1)
-        top = best(found)
-        answer = {
-            "translations": [h.text for h in top],
-            "lost": [list(h.lost) for h in top],
-            "appended": [list(h.appended) for h in top],
-            "missed": [list(h.missed) for h in top],
-            "beam": settings.beam,
-            "milliseconds": ms,
-        }
-        if settings.nbest:
-            answer["hypotheses"] = [[h._asdict() for h in hypotheses] for hypotheses in found]
-        return answer
+        return translation_answer(found, settings, round((time.perf_counter() - started) * 1000, 1))
 
     document = document_model(serve_cfg)
 
@@ -249,12 +224,7 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         "/document",
         response_model=DocumentResponse,
         responses=errors,
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": document.model_json_schema()}},
-            }
-        },
+        openapi_extra=json_body(document),
     )
     async def translate_document(request: Request):
         """Translate a document line by line, each line sentence by sentence."""
@@ -268,13 +238,35 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         ms = round((time.perf_counter() - started) * 1000, 1)
         return {**done, "beam": settings.beam, "milliseconds": ms}
 
-    add_routes(app, batcher, serve_cfg, defaults, keys, theirs)  # LibreTranslate's API at /lt
+
+def translation_answer(found: list[list[Hypothesis]], settings: Settings, ms: float) -> dict:
+    """What POST /translate answers (with nbest, each text's hypotheses too)."""
+    top = best(found)
+    answer = {
+        "translations": [h.text for h in top],
+        "lost": [list(h.lost) for h in top],
+        "appended": [list(h.appended) for h in top],
+        "missed": [list(h.missed) for h in top],
+        "beam": settings.beam,
+        "milliseconds": ms,
+    }
+    if settings.nbest:
+        answer["hypotheses"] = [[h._asdict() for h in hypotheses] for hypotheses in found]
+    return answer
+
+
+def add_status(app, service: Service, about: dict) -> None:
+    """GET /metrics, /health (liveness), /info (what the page reads) and /ready (readiness)."""
+    from fastapi import Response
+    from fastapi.responses import JSONResponse
+
+    from translator.deploy.schema import ErrorResponse, Health, ServerInfo
+
+    decoder, batcher, serve_cfg = service.decoder, service.batcher, service.serve_cfg
 
     @app.get("/metrics", responses={200: {"content": {"text/plain": {}}}})
     async def prometheus():
-        from fastapi import Response
-
-        body, kind = metrics.exposition()
+        body, kind = service.metrics.exposition()
         return Response(body, media_type=kind)
 
     alive = {"status": "ok", **model_of(about), "batching": serve_cfg.batching}
@@ -285,7 +277,14 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
         """200 while the server listens (liveness), with the model by name."""
         return {**alive, "decodes": batcher.decodes}
 
-    info = server_info(about, decode_cfg, serve_cfg, bool(keys))
+    info = {
+        "model": model_of(about),
+        "beam": service.decode_cfg.beam,
+        "limits": {name: getattr(serve_cfg, name) for name in LIMITS},
+        "keys": bool(service.keys),
+        "glossary": about.get("glossary", 0),
+        "features": ["nbest", "glossary", "document"],
+    }
 
     @app.get("/info", response_model=ServerInfo)
     async def server_about():
@@ -304,9 +303,3 @@ def create_app(decoder: Decoder, decode_cfg: DecodeConfig, serve_cfg: ServeConfi
             answer = {"status": "busy", "busy_s": round(busy, 1)}
             return JSONResponse(answer, status_code=503, headers=retry)
         return {"status": "ready", "warm_up_s": round(getattr(decoder, "warm_s", 0.0), 2)}
-
-    @app.get("/", response_class=HTMLResponse)
-    async def index():
-        return page
-
-    return app

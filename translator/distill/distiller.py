@@ -1,19 +1,9 @@
 """`translator distill`: a teacher's translations of the train split → a prepared directory
-that a student trains on (sequence-level knowledge distillation, Kim & Rush 2016).
+that a student trains on (sequence-level knowledge distillation, Kim & Rush 2016;
+docs/training.md#distillation).
 
-    data.dir's train English → the teacher, shard by shard (shards.py: each shard written
-      atomically, so --resume continues after the last whole one); with --nbest N, of its
-      N best the one --select picks by the line's human translation (selection.py)
-      → the filters of distillation (filters.py): empty, looping, over-long and implausibly
-        long or short outputs dropped and counted
-      → OUT: train.en (the same English) and train.zh (the teacher's), and with
-        --keep-original W the human pairs again as corpora of weight W; valid and test copied
-        byte for byte with their human references; the data's tokenizers; the splits encoded
-        with them; stats.json last (its absence means unfinished, as for `prepare`)
-
-Held out by construction: only train English is translated, valid and test are copies, and
-a teacher that trained on a valid or test sentence of this data is refused (teacher.py).
-Memory holds one shard of lines and the split's corpus numbers, never the corpus.
+Only train English is translated; valid and test are copied with their human references.
+stats.json is written last: its absence means unfinished, as for `prepare`.
 """
 
 from __future__ import annotations
@@ -46,6 +36,7 @@ from translator.distill.selection import teacher_outputs
 from translator.distill.shards import read_shards, shard_count, start_work, translate_shards
 from translator.distill.teacher import held_out_check, open_teacher
 from translator.errors import UserError
+from translator.inference.registry import ENGINES
 from translator.runtime import worker_count
 
 log = logging.getLogger(__name__)
@@ -92,14 +83,13 @@ def distill(
     }
     if settings.nbest > 1:  # only then, so that a directory distilled before --nbest resumes
         manifest["nbest"] = settings.nbest
-        if settings.select != "chrf":  # likewise before --select
-            manifest["select"] = settings.select
+        manifest["select"] = "length"  # one distilled by chrF (no "select") does not resume
     work = start_work(out, manifest, resume, overwrite)
     log.info("teacher: %s", teacher.path)
     log.info(teacher.translator.engine_line)
     stats_file(out).unlink(missing_ok=True)  # an earlier run's: OUT is unfinished from here
     translated = translate_shards(
-        teacher_outputs(teacher.translator, settings.nbest, settings.select),
+        teacher_outputs(teacher.translator, settings.nbest),
         split_file(data_dir, "train", "en"),
         split_file(data_dir, "train", "zh"),
         lines,
@@ -109,23 +99,19 @@ def distill(
         progress,
     )
     stats = _write_prepared(config.data, data_dir, out, work, settings, lines)
-    stats["distilled"] |= {
-        "data": str(data_dir),
-        "teacher": teacher.describe(),
-        "held_out_check": checked,
-    }
-    stats["distilled"]["decode"] = manifest["decode"] | {"engine": manifest["engine"]}
+    origin = {"data": str(data_dir), "teacher": manifest["teacher"], "held_out_check": checked}
+    stats["distilled"] |= origin | {"decode": manifest["decode"] | {"engine": manifest["engine"]}}
     text = json.dumps(stats, indent=2, ensure_ascii=False) + "\n"
     stats_file(out).write_text(text, encoding="utf-8")
     return Distilled(out, stats, translated, time.perf_counter() - started)
 
 
 def teaching(config: Config) -> Config:
-    """`config` as the teacher decodes: with distill.beam, each train line whole and one
-    translation of it (the n best are asked for by `teacher_outputs`); with the ctranslate2
-    engine, the teacher is the exported directory."""
+    """`config` as the teacher decodes: with distill.beam, each train line whole; with an
+    engine named that reads its own directory (an export), the teacher is that directory."""
     settings, engine = config.distill, config.decode.engine
-    model_dir = settings.teacher if engine == "ctranslate2" else config.decode.model_dir
+    reads_dir = engine != "auto" and ENGINES.get(engine).reads_dir
+    model_dir = settings.teacher if reads_dir else config.decode.model_dir
     decode = replace(config.decode, beam=settings.beam, split=False, nbest=0, model_dir=model_dir)
     return replace(config, decode=decode)
 
@@ -151,12 +137,7 @@ def _count_lines(path: Path) -> int:
 
 
 def _write_prepared(
-    data_cfg: DataConfig,
-    data_dir: Path,
-    out: Path,
-    work: Path,
-    settings: DistillConfig,
-    lines: int,
+    data_cfg: DataConfig, data_dir: Path, out: Path, work: Path, settings: DistillConfig, lines: int
 ) -> dict:
     """Filter the teacher's translations into OUT's train split (with the human pairs after
     them when asked), copy valid, test and the tokenizers, encode; the stats."""
@@ -190,7 +171,42 @@ def _write_prepared(
         if listing.is_file():
             shutil.copyfile(listing, out / listing.name)
     encoded = encode_splits(out, worker_count(data_cfg.workers))
-    return _stats(recorded, weights, settings, lines, kept, writer.pairs, dropped, encoded.tokens)
+    splits = recorded.get("splits", {}) | {"train": writer.pairs}
+    return {
+        "distilled": {
+            "translated": lines,
+            "kept": kept,
+            "dropped": {reason: dropped[reason] for reason in REASONS},
+            "keep_original": settings.keep_original,
+            "nbest": settings.nbest,
+            "select": "length" if settings.nbest > 1 else None,
+            "original_pairs": writer.pairs - kept,
+            "shard_size": settings.shard_size,
+        },
+        "inputs": _inputs(recorded, weights, settings.keep_original),
+        "rows_read": lines,
+        "filtered": sum(dropped.values()),
+        "pairs": sum(splits.values()),
+        "splits": splits,
+        "english_sentences": {
+            split: count
+            for split, count in recorded.get("english_sentences", {}).items()
+            if split != "train"
+        },
+        "vocab_size": recorded.get("vocab_size"),
+        "tokens": encoded.tokens,
+    }
+
+
+def _inputs(recorded: dict, weights: list[float], keep_original: float) -> list[dict]:
+    """stats.json's inputs: each corpus distilled, and with keep_original its human pairs."""
+    names = [c.get("name", f"corpus {i}") for i, c in enumerate(recorded.get("inputs", []))]
+    kinds = {"distilled": 1.0} | ({"original": keep_original} if keep_original else {})
+    return [
+        {"name": f"{kind}: {name}", "paths": [], "weight": factor * weight}
+        for kind, factor in kinds.items()
+        for name, weight in zip(names or ["train"], weights, strict=True)
+    ]
 
 
 def _corpus_numbers(data_dir: Path, lines: int) -> np.ndarray:
@@ -211,8 +227,7 @@ def _original_chunks(data_dir: Path, corpus: np.ndarray, size: int = 100_000):
 
 
 class _TrainWriter:
-    """OUT's train.en, train.zh and train.corpus.npy, appended chunk by chunk and put in
-    place together by `finish`."""
+    """OUT's train split, appended chunk by chunk and put in place together by `finish`."""
 
     def __init__(self, out: Path):
         self.out = out
@@ -237,52 +252,3 @@ class _TrainWriter:
             self.files[lang].close()
             os.replace(self.partial[lang], split_file(self.out, "train", lang))
         np.save(corpus_file(self.out), np.concatenate(self.numbers))
-
-
-def _stats(
-    recorded: dict,
-    weights: list[float],
-    settings: DistillConfig,
-    lines: int,
-    kept: int,
-    train: int,
-    dropped: Counter,
-    tokens: dict,
-) -> dict:
-    names = [c.get("name", f"corpus {i}") for i, c in enumerate(recorded.get("inputs", []))]
-    names = names or ["train"]
-    inputs = [
-        {"name": f"distilled: {name}", "paths": [], "weight": weight}
-        for name, weight in zip(names, weights, strict=True)
-    ]
-    if settings.keep_original:
-        inputs += [
-            {"name": f"original: {name}", "paths": [], "weight": settings.keep_original * weight}
-            for name, weight in zip(names, weights, strict=True)
-        ]
-    splits = recorded.get("splits", {}) | {"train": train}
-    filtered = sum(dropped.values())
-    return {
-        "distilled": {
-            "translated": lines,
-            "kept": kept,
-            "dropped": {reason: dropped[reason] for reason in REASONS},
-            "keep_original": settings.keep_original,
-            "nbest": settings.nbest,
-            "select": settings.select if settings.nbest > 1 else None,
-            "original_pairs": train - kept,
-            "shard_size": settings.shard_size,
-        },
-        "inputs": inputs,
-        "rows_read": lines,
-        "filtered": filtered,
-        "pairs": sum(splits.values()),
-        "splits": splits,
-        "english_sentences": {
-            split: count
-            for split, count in recorded.get("english_sentences", {}).items()
-            if split != "train"
-        },
-        "vocab_size": recorded.get("vocab_size"),
-        "tokens": tokens,
-    }

@@ -1,18 +1,12 @@
-"""The filters of sequence-level knowledge distillation: which of a teacher's translations
-a student should not learn from. A teacher that has not learnt a sentence writes nothing,
-loops ("我很喜欢我很喜欢我很喜欢…" until the length limit) or writes far too much or too
-little; such outputs teach the student the failure, so they are dropped and counted, each
-under the first reason that applies:
+"""The filters of sequence-level knowledge distillation: the teacher's failures, which a
+student should not learn, each dropped output counted under the first reason that applies:
 
     empty             nothing written
     loop              a span of 2–20 characters three or more times in a row
     too_long          longer than data.max_chars, as `prepare` drops a human pair
-    bad_length_ratio  English characters per Chinese character outside
-                      [data.min_length_ratio, data.max_length_ratio], as `prepare` does
+    bad_length_ratio  outside [data.min_length_ratio, data.max_length_ratio], as in `prepare`
 
-Outputs are normalised as `prepare` normalises a human translation (traditional characters
-made simplified) before they are judged, so a distilled pair is held to the same rules as
-the pairs it replaces.
+Outputs are normalised first as `prepare` normalises a human translation.
 """
 
 from __future__ import annotations
@@ -47,11 +41,8 @@ def filter_outputs(
     too_long = ~empty & ~loop & ((en_len > data_cfg.max_chars) | (zh_len > data_cfg.max_chars))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = en_len / zh_len
-    bad_ratio = (
-        ~empty
-        & ~loop
-        & ~too_long
-        & ((ratio < data_cfg.min_length_ratio) | (ratio > data_cfg.max_length_ratio))
+    bad_ratio = ~(empty | loop | too_long) & (
+        (ratio < data_cfg.min_length_ratio) | (ratio > data_cfg.max_length_ratio)
     )
     dropped = {"empty": empty, "loop": loop, "too_long": too_long, "bad_length_ratio": bad_ratio}
     counts = Counter({reason: int(mask.sum()) for reason, mask in dropped.items()})

@@ -1,14 +1,8 @@
-"""The teacher's translations of a train split, in shards that survive a kill.
-
-    OUT/.distill/manifest.json      the teacher, the data and the decoding settings
-    OUT/.distill/shard-000000.zh    the translations of train lines [0, S), one a line
-    OUT/.distill/shard-000001.zh    … of lines [S, 2S), and so on
-
-Each shard is written atomically once all its lines are translated, so after a kill the
-shards on disk are whole and `--resume` translates from the first missing one. A shard is
-translated the same way whichever run translates it (its lines, sorted into the same
-batches), so a resumed run writes the same files as one that was never stopped. Memory
-holds one shard's lines, never the split.
+"""The teacher's translations of a train split, in shards that survive a kill:
+OUT/.distill/manifest.json (the teacher, the data, the decoding settings) and
+shard-000000.zh, … (the translations of each `shard_size` lines), each written atomically,
+so that `--resume` goes on from the first missing one and writes the same files as a run
+that was never stopped.
 """
 
 from __future__ import annotations
@@ -19,10 +13,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from translator.atomic import atomic_write
 from translator.config import REMOVED
 from translator.data.lines import read_chunks, read_lines
 from translator.errors import UserError
+from translator.model.checkpoint import write_text
 
 WORK = ".distill"
 MANIFEST = "manifest.json"
@@ -72,8 +66,7 @@ def start_work(out: Path, manifest: dict, resume: bool, overwrite: bool) -> Path
         for old in work.glob("shard-*") if work.is_dir() else ():
             old.unlink()
     work.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    atomic_write(work / MANIFEST, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(work / MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return work
 
 
@@ -87,9 +80,8 @@ def translate_shards(
     batch_size: int,
     progress: bool = True,
 ) -> int:
-    """Translate `source` (`lines` lines, beside their human translations `human`) shard by
-    shard into `work`, skipping the shards already there; returns how many shards this call
-    translated."""
+    """Translate `source` (beside its human translations) shard by shard into `work`,
+    skipping the shards already there: how many this call translated."""
     shards = shard_count(lines, shard_size)
     done = [shard_file(work, k).is_file() for k in range(shards)]
     first_done = sum(min(shard_size, lines - k * shard_size) for k in range(shards) if done[k])
@@ -112,14 +104,9 @@ def translate_shards(
                 chunk = shard[start : start + step]
                 outputs += translate(chunk, references[start : start + step])
                 bar.update(len(chunk))
-            _write_lines(shard_file(work, k), outputs)
+            write_text(shard_file(work, k), "".join(line + "\n" for line in outputs))  # atomic
             translated += 1
     return translated
-
-
-def _write_lines(path: Path, lines: list[str]) -> None:
-    text = "".join(line + "\n" for line in lines)
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def read_shards(work: Path, shards: int) -> Iterator[list[str]]:

@@ -1,18 +1,11 @@
 """The teacher: the engine that translates, what it is (for stats.json and --resume), and
-the proof that it never saw this data's held-out sentences.
-
-A teacher trained on a split other than the student's could have trained on the student's
-valid or test sentences; its translations of train would then carry what it learnt from them
-into the student, and the student's scores would no longer be held out. So the teacher's
-own train split (the `data.dir` its checkpoint records) is read, and a teacher that trained
-on any valid or test sentence of this data, English or Chinese, under the keys the split
-itself links sentences by, is refused. A teacher whose training data cannot be found is
-used with a warning, and stats.json says it was not checked.
+the proof that it never saw this data's held-out sentences: a teacher that trained on a
+valid or test sentence of this data would carry it into the student, whose scores would no
+longer be held out, so it is refused.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +19,6 @@ from translator.corpus.split import sentence_keys
 from translator.data.layout import LANGS, SPLITS, read_split, split_file
 from translator.data.lines import read_chunks
 from translator.errors import UserError
-from translator.inference.ct2_engine import METADATA
 from translator.inference.text import Translator
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.rundir import checkpoint_in
@@ -47,27 +39,17 @@ class Teacher:
 
 
 def open_teacher(config: Config, teacher: Path) -> Teacher:
-    """The teacher `config.decode.engine` names: a checkpoint or run directory (torch), or
-    a directory written by `translator export` (ctranslate2, as decode.model_dir)."""
-    if config.decode.engine == "ctranslate2":
-        path = Path(config.decode.model_dir)
-        translator = Translator.open(config, path)
-        meta = json.loads((path / METADATA).read_text(encoding="utf-8"))
-        source = Path(meta.get("checkpoint", ""))
-        payload = load_checkpoint(source) if source.is_file() else None
-        trained = _trained_on(payload["config"], payload.get("imported")) if payload else None
-        return Teacher(translator, path, sha256(path / "model.bin"), trained)
-    path = checkpoint_in(teacher)
+    """The teacher `config.decode.engine` names: a checkpoint or run directory, or an export."""
+    path = Path(config.decode.model_dir) if config.decode.model_dir else checkpoint_in(teacher)
     translator = Translator.open(config, path)
-    payload = load_checkpoint(path, mmap=True)  # the engine may be its export: read it here
-    trained = _trained_on(payload["config"], payload.get("imported"))
-    return Teacher(translator, path, sha256(path), trained)
-
-
-def _trained_on(config: dict, imported: dict | None) -> Path | None:
-    """The data a checkpoint trained on; None for one `import-hf` made (trained elsewhere:
-    its config's data.dir is only the default)."""
-    return None if imported else Path(config["data"]["dir"])
+    about = translator.engine.about
+    weights = path if path.is_file() else about.weights or path  # an export's: model.bin
+    source = path if path.is_file() else about.checkpoint or path  # where it was made from
+    payload = load_checkpoint(source, mmap=True) if source.is_file() else None
+    trained = None  # unknown; and for one import-hf made, its data.dir is only the default
+    if payload and not payload.get("imported"):
+        trained = Path(payload["config"]["data"]["dir"])
+    return Teacher(translator, path, sha256(weights), trained)
 
 
 def held_out_check(teacher: Teacher, data_dir: Path) -> dict:

@@ -1,19 +1,8 @@
 """The entity suite of `translator eval --robustness`: English sentences generated from
 templates written here (never from a split's text, so nothing in it can have been trained
 on) carrying spans a translation must pass through unchanged, and the two measures of what
-came out.
-
-    suite(n, seed) → [EntitySentence(text, spans)]   the same sentences for the same n, seed
-    kept(output, spans) → the spans found verbatim in the output
-    invented_digit_runs(source, output) → digit runs in the output that the source lacks
-
-The kinds of span: URLs, e-mail addresses, @handles, decimals, integers of four or more
-digits (with and without thousands separators), order codes (KX-4821), emoji, Latin-script
-names with a capital inside (GitHub, iPhone), and single-word names a model trained on
-everyday sentences has never seen (Linux, Wikipedia: `word name`, which decode.keep_names
-carries through): names such as "Tom" are translated (汤姆), so they are not among them.
-The single-word names come after the other sentences, from templates of their own (a fifth
-as many sentences), so the other kinds' sentences are the same as before they were added.
+came out (`kept`, `invented_digit_runs`). The single-word names (Linux; "Tom" is translated,
+汤姆, so such names are not among them) come last, so the other sentences stay as they were.
 """
 
 from __future__ import annotations
@@ -91,16 +80,8 @@ def _url(rng: random.Random) -> str:
     return f"https://{host}/{path}" if path else f"https://{host}"
 
 
-def _email(rng: random.Random) -> str:
-    return f"{rng.choice(_PEOPLE)}@{rng.choice(_WORDS)}.{rng.choice(_TLDS)}"
-
-
 def _handle(rng: random.Random) -> str:
     return f"@{rng.choice(_WORDS)}_{rng.choice(_PEOPLE).split('.')[0]}{rng.randint(1, 99)}"
-
-
-def _decimal(rng: random.Random) -> str:
-    return f"{rng.randint(1, 999)}.{rng.randint(1, 99):02d}"
 
 
 def _integer(rng: random.Random) -> str:
@@ -115,9 +96,9 @@ def _code(rng: random.Random) -> str:
 
 FILLERS: dict[str, Callable[[random.Random], str]] = {
     "url": _url,
-    "email": _email,
+    "email": lambda rng: f"{rng.choice(_PEOPLE)}@{rng.choice(_WORDS)}.{rng.choice(_TLDS)}",
     "handle": _handle,
-    "decimal": _decimal,
+    "decimal": lambda rng: f"{rng.randint(1, 999)}.{rng.randint(1, 99):02d}",
     "integer": _integer,
     "code": _code,
     "emoji": lambda rng: rng.choice(_EMOJI),
@@ -142,8 +123,7 @@ class EntitySentence:
 
 def suite(n: int, seed: int = 1) -> list[EntitySentence]:
     """`n` sentences, the templates in turn, each slot filled at random (seeded), then
-    n // 5 with single-word names from their own templates (their own seeded draws): the
-    same sentences for the same `n` and `seed` on every machine."""
+    n // 5 with single-word names: the same for the same `n` and `seed` on every machine."""
     return _filled(TEMPLATES, n, random.Random(seed)) + _filled(
         WORD_NAME_TEMPLATES, n // 5, random.Random(seed + 1)
     )
@@ -160,8 +140,7 @@ def _filled(templates: Sequence[str], n: int, rng: random.Random) -> list[Entity
 
 
 def kept(output: str, spans: Sequence[Span]) -> list[bool]:
-    """For each span, whether it is in the output character for character (two equal spans
-    in one sentence must be there twice)."""
+    """For each span, whether the output holds it verbatim (two equal spans: twice)."""
     seen: Counter[str] = Counter()
     found = []
     for span in spans:

@@ -1,10 +1,7 @@
 """`translator eval`: translate a test set with a model (either engine) and score it; the
-hypotheses and the scores are written beside what was decoded.
-
-Without --src the test set is the prepared split, each distinct English sentence once
-against all its translations (layout.read_references); with --src, a source file and
-reference files line-aligned with it. With --robustness, the split in its variants and
-the entity suite (robustness.py).
+hypotheses and the scores are written beside what was decoded. The test set is the
+prepared split (each distinct English sentence once, against all its translations), or a
+source file and references line-aligned with it (--src, --ref).
 """
 
 from __future__ import annotations
@@ -41,11 +38,8 @@ def evaluate_files(
     refs: Sequence[Path] = (),
     split: str = "test",
 ) -> EvalResult:
-    """Translate `src` with `checkpoint` and score it against `refs`; without `src`, the
-    prepared `split` (each distinct English sentence once, against all its translations).
-    Writes the hypotheses and scores beside the checkpoint. With decode.glossary, the
-    sources are also translated without it, and the glossary's figures
-    (terminology.py) scored and written beside them."""
+    """Translate `src` (default: the prepared `split`) with `checkpoint`, score it against
+    `refs`, write both beside it; with decode.glossary, also without it (terminology.py)."""
     if src is None:
         src = split_file(config.data.dir, split, "en")
         sources, references = split_references(config, split)
@@ -69,9 +63,7 @@ def evaluate_files(
 def evaluate_robustness(
     config: Config, checkpoint: Path, split: str = "test", entity_sentences: int = 500
 ) -> tuple[Robustness, Path]:
-    """`eval --robustness`: the prepared `split` in its variants and the entity suite
-    (robustness.py), written as JSON beside the checkpoint (with the entity sentences that
-    lost a span)."""
+    """`eval --robustness` on the prepared `split`, written as JSON beside the checkpoint."""
     sources, references = split_references(config, split)
     translator = opened(config, checkpoint)
     result = robustness(translator, sources, references, entity_sentences)
@@ -97,12 +89,13 @@ def split_references(config: Config, split: str) -> tuple[list[str], list[list[s
 
 
 def search_name(config: Config) -> str:
-    """How the outputs were searched, for their file names: beam size, the guards, the
-    glossary's file name."""
-    beam = "" if config.decode.beam == 1 else f".beam{config.decode.beam}"
-    digits = ".digit-guard" if config.decode.digit_guard else ""
-    glossary = f".glossary-{Path(config.decode.glossary).stem}" if config.decode.glossary else ""
-    return beam + digits + (".span-guard" if config.decode.span_guard else "") + glossary
+    """How the outputs were searched, for their file names."""
+    decode = config.decode
+    beam = "" if decode.beam == 1 else f".beam{decode.beam}"
+    digits = "" if decode.digit_guard else ".no-digit-guard"
+    spans = "" if decode.span_guard else ".no-span-guard"
+    glossary = f".glossary-{Path(decode.glossary).stem}" if decode.glossary else ""
+    return beam + digits + spans + glossary
 
 
 def opened(config: Config, checkpoint: Path) -> Translator:

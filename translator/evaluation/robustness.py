@@ -1,18 +1,8 @@
-"""`translator eval --robustness`: the model on text as users type it.
-
-1. The test split as it is and in four variants of its English side, each scored as
-   `eval` scores it (sacrebleu BLEU, tokenize="zh", every reference), with its ratio to
-   the original's BLEU:
-     lowercased · UPPERCASED · Title Cased (each word's first letter) · without the final
-     `.`, `?` or `!`. The references stay as they are: the same sentence, typed another
-     way, has the same translations (Chinese has no case, and a question typed without
-     its "?" is still one).
-2. The entity suite (entities.py): sentences from templates in the project carrying spans
-   that must pass through verbatim; the share kept, by kind, and the digit runs the
-   output invented per 1,000 sentences.
-
-The source variants are built from the split's distinct English sentences, so each
-sentence is scored once in each variant, against the same references as in `eval`.
+"""`translator eval --robustness`: the model on text as users type it. The test split's
+distinct English sentences as they are, lowercased, UPPERCASED, Title Cased and without the
+final `.`, `?` or `!` (the references stay: the same sentence typed another way has the
+same translations), each scored as `eval` scores it, with its ratio to the original's BLEU;
+and the entity suite (entities.py).
 """
 
 from __future__ import annotations
@@ -103,9 +93,7 @@ def variant_scores(
 def entity_score(
     translator: Translator, suite: Sequence[entities.EntitySentence]
 ) -> tuple[EntityScore, list[dict]]:
-    """The suite translated: spans kept verbatim (by kind; of them, how many
-    decode.span_guard put at the end), digit runs invented, and the sentences that lost a
-    span (source, output, the spans lost)."""
+    """The suite translated and scored, and the sentences that lost a span."""
     appended = translator.spans_appended
     outputs = translator.translate([s.text for s in suite], split=False, nbest=0)
     appended = translator.spans_appended - appended
@@ -135,8 +123,7 @@ def robustness(
 ) -> Robustness:
     """Both parts for one model: the test split's variants and the entity suite."""
     variants = variant_scores(translator, sources, references)
-    suite = entities.suite(entity_sentences, seed)
-    entity, lost = entity_score(translator, suite)
+    entity, lost = entity_score(translator, entities.suite(entity_sentences, seed))
     return Robustness(len(sources), variants, entity, lost)
 
 

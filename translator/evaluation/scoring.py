@@ -1,13 +1,10 @@
 """Scoring with sacrebleu: BLEU with the Chinese tokenizer (tokenize="zh") and chrF, against
 one or several references per sentence.
 
-Each source sentence is translated once and scored against all its references: sacrebleu
-takes one stream per reference, so sentences with fewer references are padded with None,
-which sacrebleu skips (its signature then reads `nrefs:var`). Scoring each
-(sentence, reference) pair as its own segment instead would count one hypothesis several
-times and penalise it against every translation it did not happen to match. The score
-against the first reference alone is kept too (`nrefs:1`), for comparison with results
-reported that way.
+Each source sentence is scored once against all its references: one sacrebleu stream per
+reference, padded with None (`nrefs:var`). Scoring each (sentence, reference) pair as a
+segment would count one hypothesis several times and penalise it against every translation
+it did not happen to match. The score against the first reference alone is kept too.
 """
 
 from __future__ import annotations
@@ -60,25 +57,14 @@ def score(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> Sco
     if any(len(refs) == 0 for refs in references):
         raise UserError("every sentence needs at least one reference")
     hyps, streams = list(hypotheses), reference_streams(references)
-    bleu, chrf, bleu_signature, chrf_signature = _bleu_chrf(hyps, streams)
-    bleu_1ref, chrf_1ref, bleu_1ref_signature, _ = _bleu_chrf(hyps, streams[:1])
-    return Scores(
-        bleu=bleu,
-        chrf=chrf,
-        bleu_signature=bleu_signature,
-        chrf_signature=chrf_signature,
-        sentences=len(hyps),
-        references=sum(len(refs) for refs in references),
-        bleu_1ref=bleu_1ref,
-        chrf_1ref=chrf_1ref,
-        bleu_1ref_signature=bleu_1ref_signature,
-    )
+    every_ref = _bleu_chrf(hyps, streams)
+    first_ref = _bleu_chrf(hyps, streams[:1])[:3]  # BLEU, chrF and BLEU's signature
+    return Scores(*every_ref, len(hyps), sum(len(refs) for refs in references), *first_ref)
 
 
 def read_eval_set(src: Path, refs: Sequence[Path]) -> tuple[list[str], list[list[str]]]:
-    """A source file and reference files line-aligned with it (several for WMT's refA and
-    refB) → the sentences and each one's references; a blank reference line means that
-    sentence has one fewer."""
+    """A source file and reference files line-aligned with it → the sentences and each
+    one's references; a blank reference line means that sentence has one fewer."""
     sources = read_lines(src)
     columns = []
     for ref in refs:
@@ -90,6 +76,5 @@ def read_eval_set(src: Path, refs: Sequence[Path]) -> tuple[list[str], list[list
 
 
 def score_files(hypotheses: Path, refs: Sequence[Path]) -> Scores:
-    """`translator eval --hyp`: a hypothesis file scored against reference files aligned
-    with it line by line; a blank reference line means that sentence has one fewer."""
+    """`translator eval --hyp`: a hypothesis file scored against reference files."""
     return score(*read_eval_set(hypotheses, refs))

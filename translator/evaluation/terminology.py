@@ -1,22 +1,8 @@
 """`translator eval --glossary FILE`: how well a model keeps a glossary, measured on the same
-sentences with the glossary and without it.
-
-    term use     of the occurrences of an entry's English in the sources (found as
-                 translate finds them: data/glossary.py), the share whose Chinese is in
-                 the translation, a term found twice needing its Chinese twice: WMT 2021's
-                 exact-match accuracy
-    term BLEU    BLEU and chrF (as eval scores them) on the sentences that hold a term
-    unasked      the glossary's Chinese written where the source has no entry for it:
-                 occurrences of any entry's Chinese in a translation (the longest first,
-                 not overlapping) beyond those of the entries its source holds
-    duplicated   of those, the occurrences of a term the source does hold, written more
-                 often than the source holds it (a term written twice: "我们希望你会喜欢
-                 看看这件事表演" holds its term once, but around it twice)
-    overridden   BLEU and chrF on the sentences where the glossary overrides the model: a
-                 term the translation without the glossary does not hold
-
-Each sentence is counted once: the sources are the split's distinct English sentences (or
-the lines of --src), each against all its references.
+sentences with the glossary and without it (the measures: docs/translating.md#glossaries).
+Term use is WMT 2021's exact-match accuracy: of the occurrences of an entry's English in
+the sources (as translate finds them), the share whose Chinese the translation holds, a
+term found twice needing its Chinese twice.
 """
 
 from __future__ import annotations
@@ -68,14 +54,12 @@ class TermScores:
 
 
 def source_terms(glossary: Glossary, sources: Sequence[str]) -> list[list[str]]:
-    """The Chinese of each source's entries (one per occurrence), as translate finds them:
-    outside protected spans."""
+    """The Chinese of each source's entries (one per occurrence), as translate finds them."""
     return [[m.chinese for m in glossary.find(s, spans.ranges(s))] for s in sources]
 
 
 def written(glossary_chinese: set[str], longest: int, text: str) -> Counter[str]:
-    """The glossary's Chinese in `text`: at each place the longest one that starts there,
-    none overlapping."""
+    """The glossary's Chinese in `text`, the longest at each place, none overlapping."""
     found: Counter[str] = Counter()
     at = 0
     while at < len(text):
@@ -104,8 +88,7 @@ def side(
     chinese: set[str],
     overridden: Sequence[int],
 ) -> Side:
-    """One set of translations' figures; `overridden`: the sentences where the glossary
-    overrides the model."""
+    """One set of translations' figures."""
     everything = score(hypotheses, references)
     holding = [i for i, t in enumerate(terms) if t]
     term_bleu, term_chrf = subset_scores(hypotheses, references, holding)

@@ -29,8 +29,7 @@ def validate(
     references: list[list[str]],
     autocast,
 ) -> Validation:
-    """The validation pass of training: loss over `batches` and BLEU of `translator` (which
-    holds the model being trained) on `sources`. Leaves the model in eval mode."""
+    """Loss over `batches` and BLEU on `sources` of the model `translator` holds."""
     model = translator.engine.model
     model.eval()
     device = next(model.parameters()).device

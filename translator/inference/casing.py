@@ -5,13 +5,11 @@ on, as a Moses truecaser would, and any other line is left exactly as written.
     "WHERE IS TOM'S CAT?" · "Where Is Tom's Cat?" · "where is tom's cat?"
       → "Where is Tom's cat?"
 
-Each word is lower-cased, then given the form the source tokenizer knows it in: a
-capitalised word-initial piece ("▁Tom", "▁I", "▁TV") whose lower-case form is not a piece is
-how that word is written (the tokenizer's vocabulary is built from the training text, so
-it knows the frequent names), and the first word of each sentence is capitalised. Only
-plain words are touched: a token holding a digit, "@", "/", "_" or a dot inside (URLs,
-e-mail addresses, handles, codes, 5.99) is kept as written, and so is a word with a capital
-inside (GitHub, iPhone) unless the whole line is upper case.
+Each word is lower-cased, then written as the source vocabulary writes it (`cased_forms`:
+it is built from the training text, so it knows the frequent names), the first of each
+sentence capitalised. A token holding a digit, "@", "/", "_" or an inner dot (URLs, codes,
+5.99) is kept as written, and so is a word with an inner capital (GitHub) unless the whole
+line is upper case.
 """
 
 from __future__ import annotations
@@ -26,18 +24,15 @@ _SENTENCE_END = re.compile(r"[.!?…]['\"”’)]*$")
 
 
 def cased_forms(pieces: Iterable[str]) -> dict[str, str]:
-    """lower-case word → its written form, from a SentencePiece vocabulary: each
-    word-initial piece that is a whole word with a capital, where the lower-case form is not
-    a piece itself ("▁Tom" without "▁tom": Tom; "▁The" beside "▁the": not kept)."""
+    """lower-case word → its written form: each whole-word piece with a capital whose
+    lower-case form is no piece ("▁Tom" without "▁tom"; not "▁The", beside "▁the")."""
     words = {p[1:] for p in pieces if p.startswith("▁") and p[1:].isascii() and p[1:].isalpha()}
     return {w.lower(): w for w in sorted(words) if not w.islower() and w.lower() not in words}
 
 
 def case_kind(text: str) -> str | None:
-    """ "upper", "title" or "lower" where the line's case says nothing about its words, else
-    None. Upper: every letter of two or more plain words (four letters at least); title:
-    four in five plain words of two letters or more capitalised, three at least (words
-    with a capital inside, iPhone, not counted); lower: no capital at all."""
+    """ "upper", "title" or "lower" where the line's case says nothing about its words (all
+    capitals, four in five plain words capitalised, or no capital), else None."""
     words = [m.group(2) for t in _TOKEN.findall(text) if (m := _PLAIN.match(t))]
     letters = "".join(c for w in words for c in w if c.isalpha())
     if not letters:
@@ -72,8 +67,7 @@ class Recaser:
             return text
         out, start = [], True
         for token in text.split(" "):
-            match = _PLAIN.match(token)
-            if match:
+            if match := _PLAIN.match(token):
                 before, word, after = match.groups()
                 token = before + self.word(word, start, kind) + after
             out.append(token)

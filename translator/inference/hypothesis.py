@@ -8,14 +8,10 @@ from typing import NamedTuple
 
 
 class Hypothesis(NamedTuple):
-    """One of a line's n best translations, and its score: the log-probability the search
-    ranked it by (divided by the length penalty; summed over a line's sentences); `lost`:
-    the protected spans of the source that it does not hold verbatim; `appended`: those
-    the model did not write, that decode.span_guard put at the end of their sentence;
-    `missed`: the glossary's Chinese for terms of the source that it does not hold."""
+    """One of a line's n best translations."""
 
     text: str
-    score: float
-    lost: tuple[str, ...] = ()
-    appended: tuple[str, ...] = ()
-    missed: tuple[str, ...] = ()
+    score: float  # what the search ranked by, log P / length penalty (summed over sentences)
+    lost: tuple[str, ...] = ()  # the source's protected spans it does not hold verbatim
+    appended: tuple[str, ...] = ()  # spans decode.span_guard put at the end of their sentence
+    missed: tuple[str, ...] = ()  # the glossary's Chinese for source terms it does not hold

@@ -1,19 +1,15 @@
-"""The number format a model decodes in (`decode.precision`), for both engines.
+"""The number format a model decodes in (`decode.precision`): its names, and what each
+means for our model (an engine of its own, e.g. ct2_engine.py, says what it means there).
 
     "fp32"  float32 weights and arithmetic: the output every other setting is measured against
-    "bf16"  the weights cast to bfloat16 (not autocast: the cast is what pays), logits read
-            back in float32 for the search
-    "int8"  the linear layers' weights in int8, activations quantized as they arrive
-            (ours: PyTorch's dynamic quantization, FBGEMM's AVX2/AVX-512 VNNI kernels;
-            CTranslate2: its compute type "int8")
-    "auto"  bf16 on a CPU with bf16 matrix instructions (AVX-512 BF16 or AMX:
-            `runtime.cpu_bf16`), fp32 elsewhere: int8 on our engine cost beam 5 more than
-            0.2 BLEU on an AVX2 CPU, so it is there for those who ask; CTranslate2's int8
-            did not, and is its default on a CPU. What each gave:
-            docs/performance.md#decoding-engine-and-precision
+    "bf16"  the weights cast to bfloat16 (not autocast: the cast is what pays)
+    "int8"  the linear layers dynamically quantized: int8 weights, activations as they arrive
+    "auto"  bf16 on a CPU with bf16 matrix instructions (`runtime.cpu_bf16`), fp32
+            elsewhere: int8 cost beam 5 more than 0.2 BLEU on an AVX2 CPU
+            (docs/performance.md#decoding-engine-and-precision)
 
-bf16 or int8 asked for by name is obeyed wherever it runs (bf16 on a CPU without bf16
-instructions is emulated and slow, as `train.precision` warns).
+bf16 or int8 asked for by name is obeyed wherever it runs (bf16 without bf16 instructions
+is emulated, slowly).
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ import warnings
 import torch
 from torch import nn
 
-from translator.errors import UserError
 from translator.runtime import cpu_bf16
 
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
@@ -57,9 +52,8 @@ def apply(model: nn.Module, precision: str) -> nn.Module:
 
 
 def quantized(model: nn.Module) -> nn.Module:
-    """The linear layers of `model` replaced in place by dynamically quantized int8 ones
-    (weights per tensor, activations per batch as they arrive). The tied output projection
-    gets its own int8 copy; the embeddings stay float32."""
+    """The linear layers of `model` replaced in place by dynamically quantized int8 ones; the
+    tied output projection gets its own int8 copy, the embeddings stay float32."""
     if next(model.parameters()).device.type != "cpu":
         raise ValueError("decode.precision int8 runs on the CPU only; use bf16 or fp32 on CUDA")
     torch.backends.quantized.engine = "fbgemm" if x86() else "qnnpack"
@@ -68,23 +62,3 @@ def quantized(model: nn.Module) -> nn.Module:
         return torch.ao.quantization.quantize_dynamic(
             model, {nn.Linear}, dtype=torch.qint8, inplace=True
         )
-
-
-# CTranslate2's names; "as exported": the export's own (`translator export --quantization`)
-COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8", "as exported": "default"}
-
-
-def resolve_ct2(setting: str, device: str, supported: set[str]) -> tuple[str, str]:
-    """The precision `setting` means for CTranslate2 on `device`, whose compute types are
-    `supported`, and why: auto is int8 on a CPU (its fastest there, on every CPU measured),
-    the export's own type elsewhere; a named one it lacks is a UserError."""
-    if setting == "auto":
-        if device == "cpu" and "int8" in supported:
-            return "int8", "decode.precision auto: CTranslate2 on a CPU"
-        return "as exported", f"decode.precision auto: CTranslate2 on {device}"
-    if COMPUTE_TYPES[setting] not in supported:
-        raise UserError(
-            f"decode.precision = {setting}: CTranslate2 cannot compute in "
-            f"{COMPUTE_TYPES[setting]} on this {device} (it can: {', '.join(sorted(supported))})"
-        )
-    return setting, f"decode.precision = {setting}"

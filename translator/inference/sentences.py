@@ -1,16 +1,8 @@
 """Document mode: lines of running text in, one translation per line out.
 
-    each line → its sentences (sentencex; a blank line has none)
-      → source ids, a sentence longer than the model's positions cut into pieces
-        (after a full stop, comma, semicolon, colon, dash or closing bracket; failing that, into
-        equal pieces at word starts) — nothing is dropped
-      → [the engine translates all pieces of the document, in length-sorted batches]
-      → each line's translations joined in order, without a space between Chinese
-
 A model trained on single sentences turns three sentences on one line into one muddled
 sentence, and a line over its positions would lose everything after the cut; here each
-sentence is translated as what it is. With `split` off, each line is one piece (cut only
-when it is longer than the model's positions).
+sentence is translated as what it is.
 """
 
 from __future__ import annotations
@@ -46,8 +38,7 @@ class Pieces:
 
 
 class Cutter:
-    """Cuts a source longer than the model's positions; knows which of a tokenizer's
-    pieces end a clause and which start a word."""
+    """Cuts a source longer than the model's positions, at a clause end or a word start."""
 
     def __init__(self, tokenizer: Tokenizer, positions: int, prefix: str = ""):
         pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
@@ -71,16 +62,14 @@ class Cutter:
 
     def cut(self, ids: np.ndarray) -> list[np.ndarray]:
         """Ids (no EOS) longer than `room` → pieces of at most `room` ids, each + EOS: the
-        longest prefix that ends a clause, again and again; a stretch with no clause end
-        within `room` into equal pieces."""
+        longest prefix that ends a clause, again and again, else equal pieces."""
         parts, start = [], 0
         while len(ids) - start > self.room:
             window = ids[start : start + self.room]
             ends = np.flatnonzero(self.clause_end[window])
             length = int(ends[-1]) + 1 if ends.size else self.equal_share(ids[start:])
-            stop = start + length
-            parts.append(ids[start:stop])
-            start = stop
+            parts.append(ids[start : start + length])
+            start += length
         parts.append(ids[start:])
         return [np.append(p, EOS).astype(ids.dtype) for p in parts]
 

@@ -48,8 +48,9 @@ def arriving_batches(lines: Iterable[str], limit: int) -> Iterator[list[str]]:
             return
         batch = [_line(first)]
         while len(batch) < limit:
-            item = _next_now(arrived)
-            if item is None:
+            try:
+                item = arrived.get_nowait()
+            except queue.Empty:
                 break
             if item is _END:
                 yield batch
@@ -62,13 +63,6 @@ def _line(item):
     if isinstance(item, Exception):
         raise item
     return item
-
-
-def _next_now(arrived: queue.Queue):
-    try:
-        return arrived.get_nowait()
-    except queue.Empty:
-        return None
 
 
 def translate_stream(translate: Callable, lines: Iterable[str], write, limit: int) -> int:

@@ -2,27 +2,15 @@
 sentence's words must come out as given, how each travels, and how the engine is made to
 write them.
 
-    find(sentence, glossary)    the glossary's entries in the sentence (data/glossary.py)
-                                and the names the model does not know (data/known_words.py):
-                                those `carried` as placeholders, the rest `terms`
-    search(...)                 the sources searched as without a glossary; the terms that
-                                a translation misses placed by the model (TermPlacement):
-                                each where the model most expects it, the engine writing
-                                what follows afresh
-
 On a model trained with placeholders, a name (`Python → Python`, or a capitalised word the
-model never saw, decode.keep_names) and a term whose English the model never saw (GPU: it
-could only guess) travel as ⦅n⦆ and come back as the glossary writes them; every other
-term is placed, as is an unknown name on a model without placeholders. Why placing won
-over a constrained beam search and over edits at every place:
-docs/studies.md#glossaries-the-mechanism.
+model never saw) and a term whose English the model never saw travel as ⦅n⦆; every other
+term is placed (docs/translating.md#glossaries; why: docs/studies.md#glossaries-the-mechanism).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 
@@ -32,9 +20,12 @@ from translator.data.glossary import Glossary, Match, sentence_ends, term_ids
 from translator.inference.engine import (
     NEVER_OUTPUT,
     Engine,
+    Forced,
     Found,
     Scored,
+    SearchBatch,
     batches,
+    by_length,
     detokenize,
     output_limits,
 )
@@ -42,34 +33,28 @@ from translator.inference.sentences import Pieces
 
 
 class TermPolicy:
-    """The glossary and the names for one engine: found in a sentence, carried or kept as
-    terms, and written by the engine's mechanism. `counts` (shared with the translator):
-    the terms and names found."""
+    """The glossary and the names for one engine; `counts` (shared with the translator): the
+    terms and names found."""
 
     def __init__(self, engine: Engine, counts: Counter[str]):
         self.engine, self.counts = engine, counts
-        self.placeholders = spans.has_placeholders(engine.src_tok) and spans.has_placeholders(
-            engine.tgt_tok
-        )
+        self.placeholders = all(map(spans.has_placeholders, (engine.src_tok, engine.tgt_tok)))
         self.digits = spans.digit_pieces(engine.tgt_tok)  # what decode.digit_guard keeps out
         self._glossaries: dict[str, Glossary] = {}  # decode.glossary, loaded once
         self._term_ids: dict[str, list[int] | None] = {}  # a term's target ids
 
     def glossary(self, path: str) -> Glossary | None:
         """The glossary file `path` (decode.glossary), loaded on first use (None for "")."""
-        if not path:
-            return None
-        if path not in self._glossaries:
+        if path and path not in self._glossaries:
             self._glossaries[path] = Glossary.load(path)
-        return self._glossaries[path]
+        return self._glossaries.get(path)
 
     def find(
         self, sentence: str, glossary: Glossary | None, decode_cfg: DecodeConfig
     ) -> tuple[list[Match], list[Match]]:
-        """The entries of `glossary` in `sentence` outside its protected spans, and the
-        names the model does not know (decode.keep_names), each a name that keeps its
-        English: those carried as placeholders and those the search must write, each left
-        to right. Sampling keeps no terms: there a name travels only as a placeholder."""
+        """The entries of `glossary` in `sentence` outside its protected spans and the names
+        the model does not know (decode.keep_names): those carried as placeholders and those
+        the search must write, left to right. Sampling keeps no terms, only placeholders."""
         protected = spans.ranges(sentence)
         found = glossary.find(sentence, protected) if glossary else []
         self.counts["terms"] += len(found)
@@ -91,11 +76,9 @@ class TermPolicy:
     def unseen(self, english: str) -> bool:
         """Whether no word of `english` is one the model was trained on (False where its
         words are not known)."""
-        words = known_words.words_of(english)
         known = self.engine.known_words
-        return (
-            known is not None and bool(words) and not any(known_words.seen(w, known) for w in words)
-        )
+        words = [] if known is None else known_words.words_of(english)
+        return bool(words) and not any(known_words.seen(w, known) for w in words)
 
     def term_ids(self, chinese: str) -> list[int] | None:
         """A term as the target ids the search must write (glossary.term_ids)."""
@@ -117,16 +100,15 @@ class TermPolicy:
         terms: Sequence[Sequence[str]],
         decode_cfg: DecodeConfig,
     ) -> Found:
-        """Each source's hypotheses, holding its `terms` (Chinese): the sources searched as
-        without a glossary, and the terms a best translation misses placed in it
-        (`TermPlacement`). `guarded`: the sources whose outputs may not write digits."""
+        """Each source's hypotheses, searched as without a glossary, the `terms` (Chinese) a
+        best one misses then placed in it; `guarded`: those whose outputs write no digit."""
         ids = [[found for c in chinese if (found := self.term_ids(c))] for chinese in terms]
-        size = self.engine.batch_size(decode_cfg)
-        found = self.engine.search(
-            sources, batches(sources, size, guarded, self.digits), decode_cfg
-        )
-        never = [NEVER_OUTPUT + self.digits if guard else NEVER_OUTPUT for guard in guarded]
-        TermPlacement(self, sources, never, decode_cfg).run(found, ids)
+        limits = output_limits([len(s) for s in sources], decode_cfg, self.engine.max_positions)
+        todo = batches(sources, self.engine.batch_size(decode_cfg), guarded, self.digits, limits)
+        found = self.engine.search(sources, todo, decode_cfg)
+        if any(ids):
+            never = [NEVER_OUTPUT + self.digits if guard else NEVER_OUTPUT for guard in guarded]
+            TermPlacement(self, sources, never, limits, decode_cfg).run(found, ids)
         return found
 
     def of_pieces(self, pieces: Pieces, terms: Sequence[Sequence[str]], english) -> list[list[str]]:
@@ -149,38 +131,15 @@ class TermPolicy:
         return missing_terms(chinese, detokenize(self.engine.tgt_tok, ids))
 
 
-class Placing(Engine, Protocol):
-    """What placing a term asks of an engine."""
-
-    def expected(self, sources, rows, outputs, tokens) -> list[list[float]]:
-        """How much more the model expects `tokens[k]` than what output `k` wrote, at each
-        of its places (log-probabilities: its ids, then EOS)."""
-        ...
-
-    def complete(self, sources, rows, prefixes, never, limits, decode_cfg) -> Found:
-        """Each of `rows`' sources' hypotheses that start with its prefix."""
-        ...
-
-
 class TermPlacement:
-    """The glossary's terms written into the translations that miss them, on any engine,
-    the model choosing where and writing what follows. For a translation's first missing
-    term: one teacher-forced pass over it gives, at each of its places, how much more the
-    model expects the term's first token there than the token it wrote (the place where
-    the model wrote its own word for the term, where it wrote one); the engine then
-    searches again from the translation up to the likeliest place followed by the term,
-    so that the model writes the rest afresh and need not write its own word as well. A
-    term is not put after a mark that ends the sentence (。？！), nor inside a term the
-    translation holds. Where what the engine
-    writes loses a term the translation held, the term goes in at that place with the
-    rest as it was (its score NaN). Then the next missing term, until none is."""
+    """The glossary's terms written into the translations that miss them, one term a round,
+    on any engine: the model chooses where and writes what follows afresh
+    (docs/translating.md#glossaries)."""
 
-    def __init__(self, policy: TermPolicy, sources, never: Sequence[list[int]], decode_cfg):
+    def __init__(self, policy: TermPolicy, sources, never, limits: list[int], decode_cfg):
         self.policy, self.sources, self.never, self.decode_cfg = policy, sources, never, decode_cfg
-        self.engine: Placing = policy.engine  # type: ignore[assignment]
+        self.engine, self.limits = policy.engine, limits
         self.ends = sentence_ends(self.engine.tgt_tok)
-        lengths = [len(source) for source in sources]
-        self.limits = output_limits(lengths, decode_cfg, self.engine.max_positions).tolist()
 
     def run(self, outputs: Found, ids: Sequence[list[list[int]]]) -> None:
         """The sources of `outputs` whose best translation misses one of its terms (`ids`)
@@ -223,14 +182,15 @@ class TermPlacement:
         """Each row's place for its term: where the model most expects the term's first
         token over what it wrote, not after a mark that ends the sentence."""
         rows = list(bases)
-        expected: list[list[float]] = []
-        for at in range(0, len(rows), PLACED_AT_ONCE):
-            part = rows[at : at + PLACED_AT_ONCE]
-            outputs, tokens = [bases[i] for i in part], [terms[i][0] for i in part]
-            expected += self.engine.expected(self.sources, part, outputs, tokens)
+        size = min(PLACED_AT_ONCE, self.engine.batch_size(self.decode_cfg))
+        lengths = [len(self.sources[i]) for i in rows]
+        parts = [[rows[k] for k in part] for part in by_length(lengths, size)]
+        forced = [Forced(p, [bases[i] for i in p], [terms[i][0] for i in p]) for p in parts]
+        gains = self.engine.expected(self.sources, forced)
+        expected = dict(zip([i for p in parts for i in p], gains, strict=True))
         places = {}
-        for i, gain in zip(rows, expected, strict=True):
-            open_ = self.open_places(i, bases[i], terms[i])
+        for i in rows:
+            gain, open_ = expected[i], self.open_places(i, bases[i], terms[i])
             # the first of equals; a place past what the engine scored (it stops at the
             # model's positions) last
             places[i] = max(open_, key=lambda p: gain[p] if p < len(gain) else float("-inf"))
@@ -247,20 +207,21 @@ class TermPlacement:
         return whole or places
 
     def completed(self, prefixes: dict[int, list[int]]) -> dict[int, list[Scored]]:
-        """Each row's hypotheses that start with its prefix, searched as decode_cfg asks;
-        the rows whose outputs may not write digits apart from the others."""
-        found: dict[int, list[Scored]] = {}
+        """Each row's hypotheses that start with its prefix, in batches cut as every search's
+        are (those whose outputs write no digit apart)."""
+        todo = []
+        size = self.engine.batch_size(self.decode_cfg)
         for never in {tuple(self.never[i]) for i in prefixes}:
             rows = [i for i in prefixes if tuple(self.never[i]) == never]
-            hypotheses = self.engine.complete(
-                self.sources, rows, [prefixes[i] for i in rows], list(never), self.limits,
-                self.decode_cfg,
-            )  # fmt: skip
-            found.update(zip(rows, hypotheses, strict=True))
-        return found
+            for part in by_length([len(self.sources[i]) for i in rows], size):
+                chosen = [rows[k] for k in part]
+                limits, starts = [self.limits[i] for i in chosen], [prefixes[i] for i in chosen]
+                todo.append(SearchBatch(chosen, list(never), limits, starts))
+        found = self.engine.search(self.sources, todo, self.decode_cfg)
+        return {i: found[i] for batch in todo for i in batch.rows}
 
 
-PLACED_AT_ONCE = 64  # translations one pass takes (CTranslate2 returns each step's logits)
+PLACED_AT_ONCE = 64  # translations one scoring pass takes (each step's logits come back)
 
 
 def best(found: list[Scored]) -> list[int]:
@@ -269,8 +230,7 @@ def best(found: list[Scored]) -> list[int]:
 
 
 def missing_terms(terms: Sequence[str], text: str) -> list[str]:
-    """The glossary's Chinese that `text` does not hold (a term given twice must be there
-    twice)."""
+    """The glossary's Chinese that `text` does not hold (a term given twice, twice)."""
     seen: Counter[str] = Counter()
     missed = []
     for term in terms:

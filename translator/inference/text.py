@@ -1,9 +1,6 @@
-"""`Translator`, the Python API and what every command translates with: lines in,
-translations out, over one engine (engine.py), the same for every engine.
-
-    from translator import Translator
-    translator = Translator.from_run("runs/tatoeba-cpu")
-    translator.translate(["Hello.", "How are you?"], beam=5)
+"""`Translator`, the Python API (docs/translating.md#python-api) and what every command
+translates with: lines in, translations out, over one engine (engine.py), the same for
+every engine.
 
 Read `nbest_lines` top to bottom:
 
@@ -13,21 +10,12 @@ Read `nbest_lines` top to bottom:
         the terms carried as placeholders written ⦅n⦆ (data/spans.py)
       → encode, cut to the model's positions
       → search: the engine's, through the term policy (terms.py), in length-sorted batches
-        (those whose source has no digit outside its placeholders apart, where
-        decode.digit_guard keeps digits out of the output)
+        (those decode.digit_guard keeps from writing digits apart)
       → decode pieces to text → ⦅n⦆ back to its span (one the output lacks put at its end,
         where decode.span_guard asks); the spans and terms missing named → join each
         line's sentences
 
-A protected span (a URL, an e-mail address, a number, a code…) that a translation does not
-hold verbatim is named in its `Hypothesis.lost`, and counted in `spans_lost`; one whose
-placeholder the model did not write, put at the end by decode.span_guard, is named in
-`Hypothesis.appended` and counted in `spans_appended`.
-
-`Translator.open(config, checkpoint)` is the one way a model is opened (factory.py chooses
-the engine): `from_run`, `from_checkpoint`, translate, eval, serve and distill all come
-through it, so each decodes with the same engine and precision and says which (attention,
-which reads our model's weights, through it with decode.engine = torch).
+`Translator.open` is the one way a model is opened: the API and every command use it.
 """
 
 from __future__ import annotations
@@ -44,7 +32,13 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from translator.config import SAMPLING_KEEPS_NO_TERMS, Config, DecodeConfig, from_dict
+from translator.config import (
+    SAMPLING_KEEPS_NO_TERMS,
+    Config,
+    DecodeConfig,
+    EngineOptions,
+    from_dict,
+)
 from translator.data import spans
 from translator.data.glossary import Glossary
 from translator.data.normalization import normalize_en
@@ -54,6 +48,7 @@ from translator.inference.casing import Recaser
 from translator.inference.engine import Engine, Found, detokenize
 from translator.inference.factory import open_engine
 from translator.inference.hypothesis import Hypothesis
+from translator.inference.registry import SEARCHES
 from translator.inference.terms import TermPolicy, missing_terms
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.rundir import RunDir, why
@@ -75,19 +70,16 @@ def _mark_for(sentence: str) -> str:
 
 
 class Sentence(NamedTuple):
-    """One sentence as the model is given it (`text`), what its placeholders stand for
-    (`spans`), and the glossary's terms in it: each one's Chinese, which the translation
-    must hold, and its English as it stands in the sentence."""
+    """One sentence as the model is given it, and the glossary's terms in it."""
 
     text: str
-    spans: list[str]
-    terms: list[str] = []
-    english: list[str] = []
+    spans: list[str]  # what its placeholders stand for
+    terms: list[str] = []  # each term's Chinese, which the translation must hold
+    english: list[str] = []  # its English as it stands in the sentence
 
 
 class Unit(NamedTuple):
-    """A sentence (or line) as given, its protected spans where placeholders stand for
-    them, the glossary's Chinese it must hold, and the hypotheses of each of its pieces."""
+    """A sentence (or line) as given, its spans and terms, and its pieces' hypotheses."""
 
     source: str
     spans: list[str]
@@ -111,15 +103,16 @@ class Translator:
     @classmethod
     def open(cls, config: Config, checkpoint: Path) -> Translator:
         """The engine `decode.engine` means for `checkpoint` (factory.py), on `train.device`,
-        decoding as `[decode]` says. `.engine.about.line` says which engine and precision
-        decode, and why: each command logs it once its own checks have passed (so that a
-        bad input stays the one line it prints)."""
+        decoding as `[decode]` says. Each command logs `.engine.about.line` once its own
+        checks have passed (so that a bad input stays the one line it prints)."""
+        if config.decode.search:
+            SEARCHES.get(config.decode.search)  # a name there is not: one line, here
         engine = open_engine(config, checkpoint)
-        name = engine.about.name
-        model_dir = str(engine.about.origin) if name == "ctranslate2" else ""
-        decode_cfg = dataclasses.replace(config.decode, engine=name, model_dir=model_dir)
+        about = engine.about
+        model_dir = str(about.origin) if engine.reads_dir else ""
+        decode_cfg = dataclasses.replace(config.decode, engine=about.name, model_dir=model_dir)
         translator = cls(engine, decode_cfg)
-        if config.decode.engine == "ctranslate2" and config.decode.model_dir:
+        if config.decode.engine != "auto" and config.decode.model_dir and engine.reads_dir:
             translator.model_line = f"model: {config.decode.model_dir} (decode.model_dir)"
         else:
             translator.model_line = f"model: {checkpoint} ({why(checkpoint)})"
@@ -131,22 +124,13 @@ class Translator:
         path: str | Path,
         device: str | torch.device = "auto",
         decode_cfg: DecodeConfig | None = None,
-        *,
-        beam: int | None = None,
-        length_penalty: float | None = None,
-        precision: str | None = None,
-        engine: str | None = None,
+        **options,
     ) -> Translator:
-        """The model a checkpoint holds, opened as `translator translate` opens it (the
-        CTranslate2 export beside it where decode.engine is auto and there is one). Decoding
-        settings: `decode_cfg`, else the ones the checkpoint was trained with; `beam`,
-        `length_penalty`, `precision` ("fp32", "bf16", "int8" or "auto") and `engine`
-        ("torch": ours, whatever lies beside the checkpoint) override either. `.engine_line`
-        says which engine and precision decode."""
+        """The model a checkpoint holds, opened as `translator translate` opens it, decoding
+        as `decode_cfg` (default: the checkpoint's) and `options`, any [decode] key
+        (beam=5, precision="int8", …), say."""
         config = from_dict(load_checkpoint(path, mmap=True)["config"])
-        named = {"precision": precision, "engine": engine}
-        changes = overrides(beam, length_penalty) | {k: v for k, v in named.items() if v}
-        config.decode = changed(decode_cfg or config.decode, **changes)
+        config.decode = changed(decode_cfg or config.decode, opening=True, **options)
         config.train.device = str(device)
         translator = cls.open(config, Path(path))
         log.info(translator.model_line)
@@ -165,8 +149,8 @@ class Translator:
         return self.engine.about.line
 
     def with_decode(self, **changes) -> Translator:
-        """The same engine and model with other decoding settings, e.g. beam=5, checked as
-        the config checks them (a ValueError when they do not fit together)."""
+        """The same engine and model with other search and text settings, e.g. beam=5
+        (a ValueError where they do not fit together or name what is fixed at opening)."""
         other = copy.copy(self)
         other.decode_cfg = changed(self.decode_cfg, **changes)
         return other
@@ -175,30 +159,20 @@ class Translator:
         self,
         sentences: str | Sequence[str],
         *,
-        beam: int | None = None,
-        length_penalty: float | None = None,
-        split: bool | None = None,
-        nbest: int | None = None,
         glossary: Glossary | Mapping[str, str] | str | Path | None = None,
+        **options,
     ):
-        """English lines → Chinese, in input order (one string → one string). Each line is
-        split into sentences unless `split` is False (decode.split), and blank lines give
-        blank outputs. With `nbest` N ≥ 1 (decode.nbest), each line gives a list of up to
-        N `Hypothesis(text, score)`, best first. `glossary` (a TSV or CSV file, a mapping
-        English → Chinese, or a Glossary) decides how its terms are translated, laid over
-        decode.glossary's. Arguments apply to this call only."""
+        """English lines → Chinese, in input order (one string → one string); with nbest=N,
+        each line's up to N `Hypothesis`, best first. `glossary` (a TSV or CSV file, a
+        mapping English → Chinese, or a Glossary) is laid over decode.glossary's;
+        `options`: any search or text key of [decode] (beam=5, …), for this call only."""
         if isinstance(sentences, str):
-            return self.translate(
-                [sentences], beam=beam, length_penalty=length_penalty, split=split,
-                nbest=nbest, glossary=glossary,
-            )[0]  # fmt: skip
-        if changes := overrides(beam, length_penalty, split, nbest):
+            return self.translate([sentences], glossary=glossary, **options)[0]
+        if changes := {key: value for key, value in options.items() if value is not None}:
             return self.with_decode(**changes).translate(sentences, glossary=glossary)
         given = Glossary.open(glossary)
         lines = self.nbest_lines(sentences, given.over(self.glossary) if given else None)
-        if self.decode_cfg.nbest:
-            return lines
-        return [found[0].text if found else "" for found in lines]
+        return lines if self.decode_cfg.nbest else [f[0].text if f else "" for f in lines]
 
     @property
     def glossary(self) -> Glossary | None:
@@ -250,10 +224,8 @@ class Translator:
         return combined
 
     def prepare(self, sentence: str, glossary: Glossary | None = None) -> Sentence:
-        """One normalised sentence as the model is given it: in ordinary case
-        (decode.recase), with a final mark (decode.final_mark), its spans and the terms
-        carried as placeholders as ⦅n⦆ (a model trained with data.placeholders); and the
-        terms of `glossary` and the unknown names the search must write (terms.py)."""
+        """One normalised sentence as the model is given it (recased, marked, ⦅n⦆ for its
+        spans and carried terms), and the terms and names the search must write."""
         if self.decode_cfg.recase:
             sentence = self.recaser(sentence)
         if self.decode_cfg.final_mark and _UNMARKED.search(sentence):
@@ -267,8 +239,8 @@ class Translator:
 
     @property
     def placeholders(self) -> bool:
-        """Whether the model was trained with data.placeholders (both tokenizers keep ⦅n⦆
-        whole): then protected spans go through it as placeholders."""
+        """Whether the model was trained with data.placeholders: then protected spans go
+        through it as ⦅n⦆."""
         return self.terms.placeholders
 
     def for_model(self, sentence: str) -> tuple[str, list[str]]:
@@ -278,9 +250,8 @@ class Translator:
         return prepared.text, prepared.spans
 
     def guards(self, text: str, terms: Sequence[str] = ()) -> bool:
-        """Whether decode.digit_guard keeps digits out of the translation of `text` (as
-        the model is given it): it has none outside its placeholders, nor do the glossary
-        `terms` it must hold."""
+        """Whether decode.digit_guard keeps digits out of the translation of `text` (as the
+        model is given it): neither it, outside its placeholders, nor its `terms` has one."""
         free = spans.has_free_digit(text) or any(map(spans.has_free_digit, terms))
         return self.decode_cfg.digit_guard and not free
 
@@ -301,18 +272,13 @@ class Translator:
                 lost += spans.missing(unit.source, text)
                 missed += missing_terms(unit.terms, text)
                 score += sum(s for _, s in chosen)
-            combined.append(
-                Hypothesis(
-                    sentences.join(texts), score, tuple(lost), tuple(appended), tuple(missed)
-                )
-            )
+            named = tuple(lost), tuple(appended), tuple(missed)
+            combined.append(Hypothesis(sentences.join(texts), score, *named))
         return combined
 
     def decoded(self, sentence: str) -> tuple[np.ndarray, list[int]]:
-        """One normalised sentence's source ids as the model is given it (its first piece,
-        as `encode` takes it), and the ids of its best translation, found as `translate`
-        finds them (its decode.glossary terms and names held): what `translator attention`
-        reads the weights of."""
+        """One normalised sentence's source ids (its first piece) and the ids of its best
+        translation as `translate` finds them: what `translator attention` reads."""
         prepared = self.prepare(sentence, self.glossary)
         source = self.encode([prepared.text])[0]
         guard = self.guards(prepared.text, prepared.terms)
@@ -331,9 +297,8 @@ class Translator:
         return detokenize(self.tgt_tok, ids)
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Normalised text → source ids ending in EOS, one array a text (for looking at one
-        sentence, as `translator attention` does): a text longer than the model's
-        positions keeps its first piece, with a warning."""
+        """Normalised text → source ids ending in EOS, one array a text: a text longer than
+        the model's positions keeps its first piece, with a warning."""
         found = []
         for i, text in enumerate(texts, 1):
             first, *rest = self.cutter.pieces([text], [0]).sources
@@ -353,31 +318,26 @@ class Translator:
 
     @property
     def spans_appended(self) -> int:
-        """Protected spans the model did not write, put at the end of their sentence by
-        decode.span_guard, in the best translations of every call so far."""
+        """Spans decode.span_guard put at their sentence's end in the best translations so far."""
         return self.counts["spans_appended"]
 
 
-def changed(decode_cfg: DecodeConfig, **changes) -> DecodeConfig:
-    """`decode_cfg` with `changes`, checked as the config checks them (ValueError: the Python
-    API's error for arguments)."""
+def changed(decode_cfg: DecodeConfig, *, opening: bool = False, **changes) -> DecodeConfig:
+    """`decode_cfg` with `changes` (None: not given), checked as the config checks them (a
+    ValueError); what is fixed when an engine opens (EngineOptions) only while `opening`."""
+    changes = {key: value for key, value in changes.items() if value is not None}
+    fixed = {f.name for f in dataclasses.fields(EngineOptions)}
+    for key in changes:
+        if key not in {f.name for f in dataclasses.fields(DecodeConfig)}:
+            raise ValueError(f"{key!r} is not a decoding option (a key of [decode])")
+        if key in fixed and not opening:
+            raise ValueError(
+                f"{key} is fixed when the engine opens: give it to Translator.from_checkpoint "
+                "or from_run"
+            )
     decode_cfg = dataclasses.replace(decode_cfg, **changes)
     try:
         decode_cfg.check()
     except UserError as exc:
         raise ValueError(str(exc)) from None
     return decode_cfg
-
-
-def overrides(
-    beam: int | None = None,
-    length_penalty: float | None = None,
-    split: bool | None = None,
-    nbest: int | None = None,
-) -> dict:
-    """The Python API's decoding arguments that were given, as DecodeConfig changes (for
-    `changed`, which checks them; the beam here, as the config checks it elsewhere)."""
-    if beam is not None and beam < 1:
-        raise ValueError(f"beam must be at least 1, got {beam}")
-    changes = {"beam": beam, "length_penalty": length_penalty, "split": split, "nbest": nbest}
-    return {key: value for key, value in changes.items() if value is not None}

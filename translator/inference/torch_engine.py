@@ -1,12 +1,12 @@
 """Our PyTorch model as the engine (engine.py's `Engine`): a checkpoint loaded once (model,
 tokenizers, config), searched batch by batch as search.py searches, in the precision
-`decode.precision` chooses (precision.py); `expected` and `complete` are what terms.py's
-term placement asks of it."""
+`decode.precision` chooses (precision.py). decode.engine auto falls back on it."""
 
 from __future__ import annotations
 
 import platform
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +18,20 @@ from translator.data import known_words
 from translator.data.batching import pad, padding_mask
 from translator.data.tokenizer import BOS, EOS, Tokenizer, load_tokenizer
 from translator.inference import precision as precisions
-from translator.inference.engine import About, Found, SearchBatch, Sources, output_limits
+from translator.inference.engine import About, Forced, Found, SearchBatch, Sources
 from translator.inference.search import search
 from translator.model.checkpoint import load as load_checkpoint
 from translator.model.transformer import Transformer
+from translator.runtime import pick_device
+
+NAME = "torch"  # decode.engine's name for it (pyproject.toml's entry point)
 
 
 class TorchEngine:
     """Our model as the engine."""
+
+    reads_dir = False  # a checkpoint
+    auto_rank = 0  # decode.engine auto: what decodes where no other engine takes it
 
     def __init__(
         self,
@@ -38,9 +44,18 @@ class TorchEngine:
         self.model = model
         self.src_tok, self.tgt_tok, self.src_prefix = src_tok, tgt_tok, src_prefix
         self.max_positions = model.model_cfg.max_positions
-        self.about = about or About("torch", "fp32", precision_reason="the model as given")
+        self.about = about or About(NAME, "fp32", precision_reason="the model as given")
         self.known_words: frozenset[str] | None = None  # known_words.py: none where not given
         self.config: Config | None = None  # the checkpoint's, when loaded from one
+
+    @classmethod
+    def auto(cls, checkpoint: Path) -> tuple[str | None, str]:
+        return "", "ours"
+
+    @classmethod
+    def open(cls, config: Config, checkpoint: Path, model_dir: str, reason: str) -> TorchEngine:
+        device = pick_device(config.train.device)
+        return cls.from_checkpoint(checkpoint, device, config.decode, reason)
 
     @classmethod
     def from_checkpoint(
@@ -56,7 +71,7 @@ class TorchEngine:
         model.load_state_dict(payload["model"])
         chosen, why = precisions.resolve(decode_cfg.precision, device)
         model = for_decoding(model.to(device), decode_cfg, chosen)
-        about = About("torch", chosen, Path(path), reason, why)
+        about = About(NAME, chosen, Path(path), reason, why)
         engine = cls(model, src_tok, tgt_tok, config.data.src_prefix, about)
         engine.config = config
         engine.known_words = known_words.known(known_words.listed(payload.get("source_words")))
@@ -72,66 +87,55 @@ class TorchEngine:
     def search(
         self, sources: Sources, batches: Sequence[SearchBatch], decode_cfg: DecodeConfig
     ) -> Found:
-        """Each batch searched as `decode_cfg` asks (search.py); each output may write
-        `max_len_a × source length + max_len_b` tokens, none of its batch's `never`, and
-        holds its terms. Sampling draws from a generator seeded with `decode.seed` for each
-        call."""
+        """Each batch searched as `decode_cfg` asks (search.py). Sampling draws from a
+        generator seeded with `decode.seed` for each call."""
         generator = None
         if decode_cfg.sample:
             generator = torch.Generator(self.device).manual_seed(decode_cfg.seed)
-        was_training = self.model.training
-        self.model.eval()
         outputs: Found = [[] for _ in sources]
-        for rows, never in batches:
-            src = pad([sources[i] for i in rows]).to(self.device)
-            lengths = [len(sources[i]) for i in rows]
-            max_lens = output_limits(lengths, decode_cfg, self.max_positions)
-            found = search(self.model, src, max_lens, decode_cfg, generator, never)
-            for i, hypotheses in zip(rows, found, strict=True):
-                outputs[i] = hypotheses
-        self.model.train(was_training)
+        with evaluating(self.model):
+            for batch in batches:
+                src = pad([sources[i] for i in batch.rows]).to(self.device)
+                max_lens = torch.tensor(batch.most()).clamp(max=self.max_positions - 1)
+                found = search(
+                    self.model, src, max_lens, decode_cfg, generator, batch.never, batch.prefixes
+                )
+                for i, hypotheses in zip(batch.rows, found, strict=True):
+                    outputs[i] = hypotheses
         return outputs
 
-    def complete(self, sources: Sources, rows, prefixes, never, limits, decode_cfg) -> Found:
-        """The hypotheses of the source of each of `rows` that start with its prefix (target
-        ids), searched as `decode_cfg` asks, each of at most its limit, or its prefix's
-        length where that is longer (as CTranslate2's)."""
-        was_training = self.model.training
-        self.model.eval()
-        found: Found = []
-        size = self.batch_size(decode_cfg)
-        for at in range(0, len(rows), size):
-            part, starts = rows[at : at + size], list(prefixes[at : at + size])
-            src = pad([sources[i] for i in part]).to(self.device)
-            most = [max(limits[i], len(p)) for i, p in zip(part, starts, strict=True)]
-            max_lens = torch.tensor(most).clamp(max=self.max_positions - 1)
-            found += search(self.model, src, max_lens, decode_cfg, None, never, starts)
-        self.model.train(was_training)
-        return found
+    def expected(self, sources: Sources, batches: Sequence[Forced]) -> list[list[float]]:
+        """One teacher-forced pass a batch, each distinct source encoded once."""
+        with evaluating(self.model):
+            return [gain for batch in batches for gain in self._expected(sources, *batch)]
 
     @torch.inference_mode()
-    def expected(
-        self, sources: Sources, rows: Sequence[int], outputs: Sequence[list[int]], tokens
-    ) -> list[list[float]]:
-        """How much more the model expects `tokens[k]` than what output `k` wrote, at each
-        of its places: log P(token) − log P(written) before its first id, …, before its
-        EOS (len + 1 values). One teacher-forced pass, each distinct source encoded once."""
+    def _expected(self, sources: Sources, rows, outputs, tokens) -> list[list[float]]:
         distinct = {i: n for n, i in enumerate(dict.fromkeys(rows))}
         where = torch.tensor([distinct[i] for i in rows], device=self.device)
         src = pad([sources[i] for i in distinct]).to(self.device)
         target = pad([np.asarray([*ids, EOS]) for ids in outputs]).to(self.device)
         given = torch.cat([torch.full_like(target[:, :1], BOS), target[:, :-1]], dim=1)
-        was_training = self.model.training
-        self.model.eval()
         mask = padding_mask(src)
         memory = self.model.encode(src, mask).index_select(0, where)
         mask = mask.index_select(0, where)
         logits, _ = self.model.decode(given, self.model.start_decoding(memory, mask))
-        self.model.train(was_training)
         token = torch.tensor(list(tokens), device=self.device)[:, None, None]
         wanted = logits.gather(2, token.expand(-1, logits.size(1), 1)).float()
         gain = (wanted - logits.gather(2, target[:, :, None]).float())[:, :, 0].tolist()
         return [row[: len(ids) + 1] for row, ids in zip(gain, outputs, strict=True)]
+
+
+@contextmanager
+def evaluating(model: nn.Module):
+    """`model` in eval mode for the block, then back in the mode it was in (the trainer
+    validates with the model it trains)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def for_decoding(model: Transformer, decode_cfg: DecodeConfig, chosen: str = "fp32") -> Transformer:
@@ -145,9 +149,7 @@ def for_decoding(model: Transformer, decode_cfg: DecodeConfig, chosen: str = "fp
 
 # ---- decoding on x86 CPUs: the linear layers multiplied by oneDNN instead of MKL ----
 # PyTorch's CPU `nn.Linear` calls MKL's sgemm, which takes its AVX2 path on AMD processors;
-# oneDNN's kernels use AVX-512 wherever the CPU has it (what it is worth:
-# docs/deploy.md#ctranslate2-export-and-engine). It serves inference only: with gradients
-# enabled, or off the CPU, or in another dtype, a layer computes as `nn.Linear` does.
+# oneDNN's kernels use AVX-512 where the CPU has it (docs/deploy.md#ctranslate2-export-and-engine).
 
 
 def available() -> bool:
@@ -160,12 +162,12 @@ def available() -> bool:
 
 
 class OneDNNLinear(nn.Linear):
-    """`nn.Linear` whose inference forward runs oneDNN's fp32 inner product. Same parameters,
-    same state dict, same ties: only the kernel differs (results agree to rounding).
+    """`nn.Linear` whose inference forward runs oneDNN's fp32 inner product: the same
+    parameters, state dict and ties, only the kernel (results agree to rounding).
 
     Fewer than `min_rows` rows stay with MKL: oneDNN starts its threads for every product,
-    and one sentence at a time on a busy CPU (a server without batching, 16 clients on 2
-    cores) served 38-39 requests/s through oneDNN against 50 through MKL."""
+    and one sentence at a time on a busy CPU (16 clients of an unbatched server on 2 cores)
+    served 38-39 requests/s through oneDNN against 50 through MKL."""
 
     min_rows = 8
 

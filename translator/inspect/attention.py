@@ -1,10 +1,8 @@
 """`translator attention "text" -o attn.png`: where the decoder looked — its cross-attention
 over the source pieces for each piece it wrote, as a heatmap.
 
-The sentence is first translated as usual (greedy or beam search). The weights are then
-read in one teacher-forced pass over that output, from hooks on the cross-attention
-modules that exist only during the pass, so the normal decoding path is untouched (it
-uses fused attention kernels that never form the weights).
+The weights are read in one teacher-forced pass over the translation, from hooks that
+exist only during the pass: the decoding path uses fused kernels that never form them.
 """
 
 from __future__ import annotations
@@ -61,8 +59,7 @@ class Attention:
 
 
 def cross_attention(translator: Translator, text: str) -> Attention:
-    """Translate `text`, then read every decoder layer's cross-attention weights over the
-    output in one teacher-forced pass."""
+    """Translate `text`, then read every decoder layer's cross-attention over the output."""
     english = normalize_en(text)
     if not english:
         raise UserError("nothing to translate: the text is blank")
@@ -86,10 +83,9 @@ def cross_attention(translator: Translator, text: str) -> Attention:
     finally:
         for hook in hooks:
             hook.remove()
-    pieces = translator.tgt_tok.id_to_piece
     return Attention(
         source=[translator.src_tok.id_to_piece(int(i)) for i in source],
-        target=[pieces(int(i)) for i in ids] + ["</s>"],
+        target=[translator.tgt_tok.id_to_piece(int(i)) for i in ids] + ["</s>"],
         weights=torch.stack(captured).float().cpu(),
         translation=translator.detokenize(ids),
     )
@@ -100,10 +96,8 @@ def cjk_font() -> str | None:
     from matplotlib import font_manager
 
     installed = {font.name for font in font_manager.fontManager.ttflist}
-    for name in CJK_FONTS:
-        if name in installed:
-            return name
-    return next((name for name in sorted(installed) if "CJK" in name), None)
+    preferred = next((name for name in CJK_FONTS if name in installed), None)
+    return preferred or next((name for name in sorted(installed) if "CJK" in name), None)
 
 
 def plot_attention(attention: Attention, out: Path, layer: int | None) -> Path:
@@ -124,8 +118,7 @@ def plot_attention(attention: Attention, out: Path, layer: int | None) -> Path:
         image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
         axes.set_xticks(range(columns), attention.source, rotation=60, ha="right")
         axes.set_yticks(range(rows), attention.target)
-        axes.set_xlabel("source pieces (English)")
-        axes.set_ylabel("generated pieces (Chinese)")
+        axes.set(xlabel="source pieces (English)", ylabel="generated pieces (Chinese)")
         which = "mean over layers and heads" if layer is None else f"layer {layer}, mean of heads"
         axes.set_title(f"{attention.translation}\ncross-attention, {which}", fontsize=10)
         fig.colorbar(image, ax=axes, shrink=0.8)

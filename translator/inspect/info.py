@@ -24,21 +24,16 @@ def checkpoint_of(path: Path) -> Path:
     return path
 
 
-def parameter_count(state: dict[str, Any], tied: bool) -> int:
-    """Parameters in a model's state dict; a tied output projection is the target embedding
-    (an averaged checkpoint stores it twice) and counts once."""
-    return sum(t.numel() for k, t in state.items() if not (tied and k == "project.weight"))
-
-
 def describe(path: str | Path) -> list[str]:
     """The lines `translator info` prints for a run directory or a checkpoint."""
-    path = Path(path)
-    ckpt = checkpoint_of(path)
+    ckpt = checkpoint_of(Path(path))
     payload = checkpoint.load(ckpt)
     config = from_dict(payload["config"])
     m, state = config.model, payload["model"]
     vocab = (state["src_embed.tokens.weight"].shape[0], state["tgt_embed.tokens.weight"].shape[0])
-    parameters = parameter_count(state, m.tie_embeddings)
+    # a tied output projection is the target embedding (an average stores it twice)
+    tied = "project.weight" if m.tie_embeddings else None
+    parameters = sum(t.numel() for k, t in state.items() if k != tied)
     lines = [
         f"checkpoint: {ckpt}" + (" (averaged)" if "averaged_from" in payload else ""),
         *origin_lines(payload, config),
@@ -62,8 +57,7 @@ def describe(path: str | Path) -> list[str]:
 
 
 def origin_lines(payload: dict[str, Any], config) -> list[str]:
-    """Where the weights came from: a release's source and dtype, a fine-tuned run's start,
-    the moving average (ema.pt)."""
+    """Where the weights came from."""
     lines = []
     if "imported" in payload:
         origin = payload["imported"]
@@ -108,8 +102,7 @@ def training_lines(train_state: dict[str, Any] | None, config) -> list[str]:
         f"{config.train.max_epochs}, max_tokens {config.train.max_tokens}, lr {config.train.lr:g})"
     ]
     if history:
-        best = max(history, key=lambda row: row["valid_bleu"])
-        last = history[-1]
+        best, last = max(history, key=lambda row: row["valid_bleu"]), history[-1]
         lines.append(
             f"best: epoch {best['epoch']}, validation BLEU {best['valid_bleu']:.2f} "
             f"(loss {best['valid_loss']:.3f}); last: epoch {last['epoch']}, BLEU "

@@ -1,7 +1,5 @@
-"""`translator plot RUN_DIR`: a PNG of what training did, read from the run's metrics.tsv —
-training and validation loss, validation BLEU, the learning rate and, for runs that
-recorded it, the gradient norm before clipping (the epoch's mean and largest), per epoch.
-
+"""`translator plot RUN_DIR`: a PNG of what training did, read from the run's metrics.tsv:
+loss, validation BLEU, the learning rate and, where recorded, the gradient norm, per epoch.
 matplotlib is an optional extra (`pip install "translator[plot]"`), imported only here.
 """
 
@@ -29,9 +27,7 @@ GRAD_NORMS = ("grad_norm", "grad_norm_max")  # columns of runs trained since the
 
 
 def read_history(run_dir: Path) -> dict[str, list[float]]:
-    """metrics.tsv as columns of floats (a budget cut's row is kept: its epoch is the one
-    it cut), with GRAD_NORMS where the run wrote them (NaN in the rows of a version before
-    them); a clear error when the run has none yet."""
+    """metrics.tsv as columns of floats, GRAD_NORMS where written (NaN in older rows)."""
     rows = RunDir(run_dir).metric_rows()
     if not rows:
         raise UserError(f"no metrics in {run_dir}: train it first (looked for metrics.tsv)")
@@ -44,8 +40,7 @@ def read_history(run_dir: Path) -> dict[str, list[float]]:
 
 
 def plot_run(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the panels for `run_dir` to `out` (PNG) and return its path: loss, BLEU and
-    learning rate, and the gradient norm where metrics.tsv has it."""
+    """Write the panels for `run_dir` to `out` (PNG) and return its path."""
     run_dir, out = Path(run_dir), Path(out)
     history = read_history(run_dir)
     plt = require_matplotlib()
@@ -59,14 +54,8 @@ def plot_run(run_dir: str | Path, out: str | Path) -> Path:
     bleu.plot(epochs, history["valid_bleu"], marker="o", ms=3, color="tab:green")
     best = max(range(len(epochs)), key=lambda i: history["valid_bleu"][i])
     bleu.plot(epochs[best], history["valid_bleu"][best], "*", ms=14, color="tab:red")
-    bleu.text(
-        0.97,
-        0.05,
-        f"best {history['valid_bleu'][best]:.2f} (epoch {epochs[best]:g})",
-        transform=bleu.transAxes,
-        ha="right",
-        color="tab:red",
-    )
+    best_line = f"best {history['valid_bleu'][best]:.2f} (epoch {epochs[best]:g})"
+    bleu.text(0.97, 0.05, best_line, transform=bleu.transAxes, ha="right", color="tab:red")
     bleu.set(title="validation BLEU (greedy)", xlabel="epoch", ylabel="BLEU")
     lr.plot(epochs, history["lr"], marker="o", ms=3, color="tab:purple")
     lr.set(title="learning rate at the epoch's end", xlabel="epoch", yscale="log")

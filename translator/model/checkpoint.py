@@ -1,11 +1,7 @@
 """Checkpoints: one dict saved with torch.save, written atomically (temp file + rename), so a
-crash or Ctrl-C mid-write leaves the previous checkpoint intact.
-
-A checkpoint carries everything `translate` needs: the config it was trained with, the
-tokenizer paths and the tokenizer models themselves (a few hundred kB), and the weights;
-`last` and `best` also carry the optimiser/scheduler state and epoch for `--resume`.
-The config never holds an API key (Config.to_dict); one saved by an older version is
-dropped when the checkpoint is read (`load`), with a warning.
+crash or Ctrl-C mid-write leaves the previous checkpoint intact. A checkpoint carries all
+`translate` needs (docs/formats.md#checkpoints); an API key a config saved by an older
+version holds is dropped when it is read, with a warning.
 """
 
 from __future__ import annotations
@@ -53,12 +49,9 @@ TRAINING_ONLY = ("optimizer", "scheduler", "schedule", "rng")  # what a snapshot
 
 
 def save_snapshot(payload: dict[str, Any], ckpt_dir: Path, epoch: int, keep: int) -> None:
-    """Save the weights of one epoch (no optimiser state) and delete all but the newest
-    `keep` snapshots."""
-    save(
-        {k: v for k, v in payload.items() if k not in TRAINING_ONLY},
-        ckpt_dir / SNAPSHOT.format(epoch),
-    )
+    """Save the weights of one epoch; delete all but the newest `keep` snapshots."""
+    weights = {k: v for k, v in payload.items() if k not in TRAINING_ONLY}
+    save(weights, ckpt_dir / SNAPSHOT.format(epoch))
     for old in snapshots(ckpt_dir)[:-keep]:
         old.unlink()
 
@@ -69,17 +62,14 @@ def snapshots(ckpt_dir: Path) -> list[Path]:
 
 
 def weights_only(payload: dict[str, Any], weights: str = "model") -> dict[str, Any]:
-    """A checkpoint for translating: config, tokenizers and the `weights` ("model": the
-    trained weights; "ema": their moving average) as its model, nothing for training."""
+    """A checkpoint for translating: the `weights` ("model" or "ema") as its model."""
     kept = {k: v for k, v in payload.items() if k not in (*TRAINING_ONLY, "ema", "format")}
-    return {**kept, "model": payload[weights]} | (
-        {"weights_from": "ema"} if weights == "ema" else {}
-    )
+    origin = {"weights_from": "ema"} if weights == "ema" else {}
+    return {**kept, "model": payload[weights]} | origin
 
 
 def average(paths: list[Path], weights: str = "model") -> dict[str, Any]:
-    """The element-wise mean of the checkpoints' `weights` (the trained ones, or "ema":
-    the moving averages they hold), with the newest one's config and tokenizers."""
+    """The element-wise mean of the checkpoints' `weights`, with the newest one's config."""
     payloads = [load(p) for p in paths]
     missing = [p.name for p, payload in zip(paths, payloads, strict=True) if weights not in payload]
     if missing:
@@ -88,9 +78,8 @@ def average(paths: list[Path], weights: str = "model") -> dict[str, Any]:
     for name, tensor in payloads[-1][weights].items():
         if tensor.is_floating_point():
             total = sum(p[weights][name].double() for p in payloads)
-            averaged[name] = total.div(len(payloads)).to(tensor.dtype)
-        else:
-            averaged[name] = tensor
+            tensor = total.div(len(payloads)).to(tensor.dtype)
+        averaged[name] = tensor
     newest = weights_only(payloads[-1] | {weights: averaged}, weights)
     return newest | {"averaged_from": [p.name for p in paths]}
 
@@ -116,8 +105,7 @@ def average_last(
 
 
 def load(path: str | Path, mmap: bool = False) -> dict[str, Any]:
-    """A checkpoint's payload; with `mmap`, its tensors read from the file only when used
-    (for its config alone)."""
+    """A checkpoint's payload; with `mmap`, its tensors read only when used."""
     import torch
 
     path = Path(path)
@@ -134,15 +122,12 @@ def load(path: str | Path, mmap: bool = False) -> dict[str, Any]:
 
 
 def _drop_secrets(payload: dict[str, Any], path: Path) -> None:
-    """A config saved by an older version may hold API keys (serve.api_keys): they are
-    dropped, never used, and said so once a file."""
+    """API keys in a config saved by an older version: dropped, said so once a file."""
     dropped = without_secrets(payload["config"]) if isinstance(payload.get("config"), dict) else []
     if dropped and path.resolve() not in _warned:
         _warned.add(path.resolve())
         log.warning(
-            "%s: its config holds %s (saved by an older version): dropped, not used. API "
-            "keys come from TRANSLATOR_API_KEYS, serve.api_key_file or the config you serve "
-            "with; none is saved",
-            path,
-            ", ".join(dropped),
+            f"{path}: its config holds {', '.join(dropped)} (saved by an older version): "
+            "dropped, not used. API keys come from TRANSLATOR_API_KEYS, serve.api_key_file or "
+            "the config you serve with; none is saved"
         )

@@ -1,10 +1,9 @@
 """An exponential moving average of a model's weights (`train.ema`): after every update,
-ema ← decay × ema + (1 − decay) × weights, starting from the weights training starts
-with. Validated and saved beside the trained weights (checkpoints/ema.pt).
+ema ← decay × ema + (1 − decay) × weights, starting from the weights training starts with.
 
-torch.optim.swa_utils.AveragedModel computes the same with get_ema_multi_avg_fn, but it
-asks the device whether it has averaged yet (`bool(n_averaged == 0)`) at every update, a
-host-device sync per step on a GPU; this is the same one foreach lerp without it.
+torch.optim.swa_utils.AveragedModel computes the same, but asks the device whether it has
+averaged yet at every update, a host-device sync per step on a GPU; this is one foreach
+lerp without it.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from torch import nn
 
 def _floats(model: nn.Module) -> list[torch.Tensor]:
     """The model's floating-point parameters and buffers, a tied parameter once."""
-    tensors = [*model.parameters(), *model.buffers()]
-    return [t.detach() for t in tensors if t.is_floating_point()]
+    return [t.detach() for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()]
 
 
 class WeightEMA:

@@ -1,20 +1,6 @@
 """A run directory (`train.run_dir`) and everything in it, for train, the CLI and scripts:
-
-    config.json                   the resolved config of the run
-    metrics.tsv                   one row per validation (end of an epoch, or a budget cut),
-                                  rewritten from the history in last.pt after each save
-    checkpoints/last.pt           the whole training state: written every train.save_every
-                                  updates, at each epoch end, at a budget cut and on
-                                  SIGINT/SIGTERM; `--resume` continues from it exactly
-    checkpoints/best.pt           the weights with the best validation BLEU
-    checkpoints/ema.pt            with train.ema: the moving average of the weights at its
-                                  best validation BLEU (the average is validated each epoch)
-    checkpoints/epochNNNN.pt      weights of the last train.keep_last epochs, for averaging
-                                  (and their moving average, with train.ema)
-    checkpoints/averageN.pt       with train.final averageN: the last N epochs' mean
-    final.json                    the run's model (train.final), written when training
-                                  stops (its end, a budget, a signal): the checkpoint every
-                                  command that takes the run decodes
+config.json, metrics.tsv, final.json (the run's model, train.final) and checkpoints/
+(last.pt, best.pt, ema.pt, epochNNNN.pt, averageN.pt); docs/formats.md#the-run-directory.
 
 Every file is written atomically (checkpoint.py), so a kill at any moment leaves the
 previous version whole.
@@ -49,8 +35,7 @@ class RunDir:
         self.final_record = self.path / "final.json"
 
     def check(self, resume: bool, overwrite: bool) -> None:
-        """A new run refuses to replace a trained one unless `overwrite`; a resumed run
-        needs last.pt."""
+        """A new run replaces a trained one only with `overwrite`; resuming needs last.pt."""
         if resume and not self.last.is_file():
             raise UserError(f"nothing to resume: {self.last} does not exist")
         if not resume and self.last.exists() and not overwrite:
@@ -60,8 +45,7 @@ class RunDir:
             )
 
     def start(self, config: dict[str, Any], resume: bool) -> None:
-        """Make the directory ready (a new run clears it; a resumed one loses the temporary
-        files of a write that was killed) and write config.json."""
+        """Make the directory ready (a new run clears it) and write config.json."""
         for directory in (self.path, self.checkpoints):
             for partial in directory.glob(".*.tmp"):
                 partial.unlink()
@@ -73,33 +57,15 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         checkpoint.write_text(self.path / "config.json", json.dumps(config, indent=2) + "\n")
 
-    def save(self, payload: dict[str, Any]) -> None:
-        checkpoint.save(payload, self.last)
-
-    def load(self) -> dict[str, Any]:
-        return checkpoint.load(self.last)
-
-    def save_best(self, payload: dict[str, Any]) -> None:
-        checkpoint.save(payload, self.best)
-
-    def save_ema(self, payload: dict[str, Any]) -> None:
-        checkpoint.save(checkpoint.weights_only(payload, "ema"), self.ema)
-
-    def save_snapshot(self, payload: dict[str, Any], epoch: int, keep: int) -> None:
-        checkpoint.save_snapshot(payload, self.checkpoints, epoch, keep)
-
     def write_final(self, final: str, epochs: int) -> Final | None:
-        """Make the run's model as train.final asks (`epochs`: its averageN's N, else 0) and
-        record it in final.json. Too few epoch snapshots to average, or no moving average
-        yet, give best.pt (the record says why); nothing is recorded before a first
-        validation."""
-        found = len(checkpoint.snapshots(self.checkpoints))
+        """Make the run's model as train.final asks (`epochs`: averageN's N, else 0), recorded
+        in final.json; best.pt while it cannot be made yet, nothing before a validation."""
+        found, why = len(checkpoint.snapshots(self.checkpoints)), f"train.final = {final}"
         if epochs and found >= epochs:
-            made = Final(checkpoint.average_last(self.path, epochs), f"train.final = {final}")
+            made = Final(checkpoint.average_last(self.path, epochs), why)
         elif final == "ema" and self.ema.is_file():
-            made = Final(self.ema, f"train.final = {final}")
+            made = Final(self.ema, why)
         elif self.best.is_file():
-            why = f"train.final = {final}"
             if final != "best":
                 missing = f"{found} of {epochs} epochs" if epochs else "no moving average yet"
                 why += f" ({missing}: best.pt instead)"
@@ -112,8 +78,7 @@ class RunDir:
 
     @property
     def final(self) -> Final:
-        """The run's model: final.json's checkpoint, or best.pt for a run that has none (a
-        run trained before train.final, or killed before its first validation)."""
+        """The run's model: final.json's checkpoint, or best.pt for a run that records none."""
         if not self.final_record.is_file():
             return Final(self.best, "the run's best.pt: it records no train.final")
         try:
@@ -157,8 +122,7 @@ def why(checkpoint: str | Path) -> str:
 
 
 def checkpoint_in(path: str | Path) -> Path:
-    """A checkpoint given as itself, or a run directory's model (RunDir.final: the one
-    translate, eval and export use); one clear line if there is none."""
+    """A checkpoint given as itself, or a run directory's model (RunDir.final)."""
     path = Path(path)
     if path.is_dir():
         run = RunDir(path)

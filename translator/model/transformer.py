@@ -70,8 +70,7 @@ class Embedding(nn.Module):
         tokens = self.tokens(ids)
         if self.zero_start and start == 0:
             tokens = torch.cat([torch.zeros_like(tokens[:, :1]), tokens[:, 1:]], dim=1)
-        x = tokens * self.scale + self.positions[start : start + length]
-        return self.dropout(x)
+        return self.dropout(tokens * self.scale + self.positions[start : start + length])
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -106,14 +105,8 @@ class SelfAttention(nn.Module):
         q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
-        y = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            is_causal=causal,
-            dropout_p=self.dropout if self.training else 0.0,
-        )
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=p)
         return self.out(merge_heads(y)), (k, v)
 
 
@@ -141,11 +134,9 @@ class CrossAttention(nn.Module):
         q = self.q(x)
         if group > 1:
             q = q.reshape(-1, group, q.size(-1))  # (B, group, D): the rows as positions
+        p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(
-            split_heads(q, self.heads),
-            *memory_kv,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
+            split_heads(q, self.heads), *memory_kv, attn_mask=mask, dropout_p=p
         )
         y = merge_heads(y)
         if group > 1:
@@ -189,13 +180,11 @@ class Residual(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, model_cfg: ModelConfig):
         super().__init__()
-        pre = model_cfg.norm == "pre"
-        self.attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
-        self.ff = FeedForward(
-            model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout, model_cfg.activation
-        )
-        self.attn_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
-        self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
+        d, p, pre = model_cfg.d_model, model_cfg.dropout, model_cfg.norm == "pre"
+        self.attn = SelfAttention(d, model_cfg.heads, model_cfg.attention_p)
+        self.ff = FeedForward(d, model_cfg.ff_dim, p, model_cfg.activation)
+        self.attn_block = Residual(d, p, pre)
+        self.ff_block = Residual(d, p, pre)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         y, _ = self.attn(self.attn_block.input(x), mask=mask)
@@ -218,15 +207,13 @@ class LayerCache:
 class DecoderLayer(nn.Module):
     def __init__(self, model_cfg: ModelConfig):
         super().__init__()
-        pre = model_cfg.norm == "pre"
-        self.self_attn = SelfAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
-        self.cross_attn = CrossAttention(model_cfg.d_model, model_cfg.heads, model_cfg.attention_p)
-        self.ff = FeedForward(
-            model_cfg.d_model, model_cfg.ff_dim, model_cfg.dropout, model_cfg.activation
-        )
-        self.self_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
-        self.cross_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
-        self.ff_block = Residual(model_cfg.d_model, model_cfg.dropout, pre)
+        d, p, pre = model_cfg.d_model, model_cfg.dropout, model_cfg.norm == "pre"
+        self.self_attn = SelfAttention(d, model_cfg.heads, model_cfg.attention_p)
+        self.cross_attn = CrossAttention(d, model_cfg.heads, model_cfg.attention_p)
+        self.ff = FeedForward(d, model_cfg.ff_dim, p, model_cfg.activation)
+        self.self_block = Residual(d, p, pre)
+        self.cross_block = Residual(d, p, pre)
+        self.ff_block = Residual(d, p, pre)
 
     def forward(
         self, x: torch.Tensor, src_mask: torch.Tensor, cache: LayerCache, group: int = 1
@@ -265,17 +252,9 @@ class Transformer(nn.Module):
     def __init__(self, model_cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
         super().__init__()
         self.model_cfg = model_cfg
-        pre = model_cfg.norm == "pre"
-        self.src_embed = Embedding(
-            src_vocab_size, model_cfg.d_model, model_cfg.max_positions, model_cfg.dropout
-        )
-        self.tgt_embed = Embedding(
-            tgt_vocab_size,
-            model_cfg.d_model,
-            model_cfg.max_positions,
-            model_cfg.dropout,
-            zero_start=model_cfg.zero_start,
-        )
+        d, positions, p = model_cfg.d_model, model_cfg.max_positions, model_cfg.dropout
+        self.src_embed = Embedding(src_vocab_size, d, positions, p)
+        self.tgt_embed = Embedding(tgt_vocab_size, d, positions, p, zero_start=model_cfg.zero_start)
         self.encoder = nn.ModuleList(
             EncoderLayer(model_cfg) for _ in range(model_cfg.encoder_layers)
         )
@@ -283,9 +262,10 @@ class Transformer(nn.Module):
             DecoderLayer(model_cfg) for _ in range(model_cfg.decoder_layers)
         )
         # pre-norm leaves the residual stream unnormalised: one final norm per stack
-        self.encoder_norm = nn.LayerNorm(model_cfg.d_model) if pre else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(model_cfg.d_model) if pre else nn.Identity()
-        self.project = nn.Linear(model_cfg.d_model, tgt_vocab_size, bias=model_cfg.output_bias)
+        pre = model_cfg.norm == "pre"
+        self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.project = nn.Linear(d, tgt_vocab_size, bias=model_cfg.output_bias)
         self._init_weights()
         if model_cfg.tie_embeddings:
             self.project.weight = self.tgt_embed.tokens.weight

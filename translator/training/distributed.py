@@ -1,34 +1,11 @@
-"""Training on several processes with torch.distributed, launched by torchrun:
+"""Training on several processes with torch.distributed, launched by torchrun
+(`torchrun --nproc_per_node 4 -m translator train -c configs/tatoeba-gpu.toml`).
 
-    torchrun --nproc_per_node 4 -m translator train -c configs/tatoeba-gpu.toml
-
-Each update takes the next `world × update_freq` batches of the epoch's (shared, seeded)
-order and deals them out so that every rank gets about the same number of target tokens;
-each rank normalises its loss by the tokens of all of them, so that the gradients averaged
-by DistributedDataParallel are those of the whole update. Every decision that could
-differ between ranks (stop for the time budget or a signal, NaN, early stopping, the
-learning rate) is made from values all ranks share: reduced or broadcast from rank 0.
-Only rank 0 writes checkpoints, metrics and progress bars. Backend: nccl on CUDA, gloo on
-the CPU. Without torchrun there is one process and nothing here does anything; under torchrun
-with one process the same DDP path runs, with nothing to exchange.
-
-Two process groups: the default one carries DistributedDataParallel's gradients and
-nothing else; every value the host reads (losses, stop decisions, validation results,
-random states) travels over a gloo group of its own, the control group.
-
-Leaving is `finish()`, and every path out of `train()` takes it. A gloo group runs threads
-of its own until the last reference to it goes (`destroy_process_group()` only makes the
-world forget it). A worker that reaches the interpreter's shutdown while a gloo thread is
-still letting go of a finished collective's tensors dies after its run is done: freeing a
-tensor made in Python needs the interpreter's lock, the thread is killed instead, and the
-process ends with "terminate called without an active exception" (SIGABRT). The control
-group carries exactly such tensors (the values above), so this module holds its only
-reference and `finish()` drops it, which joins its threads while the interpreter is alive.
-DDP's group keeps its threads: DistributedDataParallel leaves a reference to it inside
-PyTorch that no Python object owns (torch 2.13), so they idle into the shutdown; they
-carry only the gradient buckets, made and freed by PyTorch without Python objects.
-scripts/studies/teardown_loop.py launches two-process runs under load and counts the aborts
-(docs/development.md).
+Each update deals the next `world × update_freq` batches out by target tokens; each rank
+normalises its loss by the tokens of all of them, so DDP's averaged gradients are the whole
+update's. Every value the host reads travels over a gloo group of its own (the control
+group), whose only reference this module holds: `finish()` drops it, joining its threads
+while the interpreter lives (docs/development.md#the-distributed-teardown).
 """
 
 from __future__ import annotations
@@ -85,10 +62,25 @@ def init(device: torch.device) -> tuple[Ranks, torch.device]:
     return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, True), device
 
 
+def replicated(
+    model: torch.nn.Module, ranks: Ranks, device: torch.device, seed: int
+) -> torch.nn.Module:
+    """In a process group, `model` under DDP and each rank's dropout seeded apart."""
+    if not ranks.active:
+        return model
+    ids = [device.index] if device.type == "cuda" else None
+    wrapped = torch.nn.parallel.DistributedDataParallel(
+        model,
+        device_ids=ids,
+        broadcast_buffers=False,  # buffers: constant tables
+    )
+    torch.manual_seed(seed + ranks.rank)
+    return wrapped
+
+
 def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
     """Batches `group` (with `tokens[i]` target tokens each) dealt to `world` ranks:
-    largest first, each to the rank with the fewest tokens so far (ties: lowest rank).
-    The same on every rank, since it depends on the plan alone."""
+    largest first, each to the rank with the fewest tokens so far (ties: lowest rank)."""
     shares: list[list[int]] = [[] for _ in range(world)]
     load = [0] * world
     for i in sorted(group, key=lambda i: (-int(tokens[i]), i)):
@@ -99,8 +91,7 @@ def deal(group: list[int], tokens: np.ndarray, world: int) -> list[list[int]]:
 
 
 def sum_all(value: torch.Tensor, ranks: Ranks) -> Any:
-    """The sum over ranks of a tensor, read on the host as a number or (nested) lists of
-    them: one host-device sync, whatever its size."""
+    """The sum over ranks of a tensor, read on the host (one sync, whatever its size)."""
     total = value.detach().to("cpu", copy=True)
     if ranks.active:
         dist.all_reduce(total, group=ranks.control)
@@ -108,10 +99,8 @@ def sum_all(value: torch.Tensor, ranks: Ranks) -> Any:
 
 
 def highest(value: int, ranks: Ranks) -> int:
-    """The largest `value` of all ranks: one answer for all. Exchanged between the hosts
-    (gloo), so that asking after every update does not wait for the GPU: through nccl
-    the answer would need a device sync, which left the GPU idle while the host prepared
-    the next update."""
+    """The largest `value` of all ranks. Exchanged between the hosts (gloo): through nccl
+    the answer would need a device sync after every update, which left the GPU idle."""
     if not ranks.active:
         return value
     tensor = torch.tensor(value)
@@ -138,17 +127,13 @@ def gather(value: Any, ranks: Ranks) -> list[Any]:
 
 
 def wait_for_all(ranks: Ranks) -> None:
-    """Return when every rank has got here: at the end of a run, so that the ranks leave
-    the groups together, once rank 0 has written its last files."""
+    """Return when every rank has got here (rank 0 has written its last files)."""
     if ranks.active:
         dist.barrier(group=ranks.control)
 
 
 def finish() -> None:
-    """Leave the process groups `init` joined, if it did, and end the control group's
-    threads: also after an error while the Trainer was being built, so that no worker
-    reaches the interpreter's shutdown with them alive (DDP's group keeps its own: see
-    above)."""
+    """Leave the process groups `init` joined and end the control group's threads."""
     if launched_by_torchrun() and dist.is_initialized():
         dist.destroy_process_group()  # every group: the world forgets them
         _groups.clear()  # the control group's last reference: its threads are joined here

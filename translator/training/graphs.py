@@ -1,26 +1,11 @@
 """`train.cuda_graphs`: one batch's forward pass, loss and backward recorded once per batch
-shape as a CUDA graph and replayed, so the host launches one graph for them instead of a
-thousand kernels one by one (what that is worth: docs/performance.md#cuda-graphs-on-an-h100).
-
-The step is recorded as it runs eagerly (compiled, with `train.compile`): no compile to
-wait for, the same kernels and so the same numbers. For each batch shape:
-
-    its first WARMUP batches   run eagerly (lazy initialisation happens outside a graph)
-    the next                   records the graph, then replays it
-    every later one            copies the batch into the graph's input tensors, replays
-
-The graphs write the gradients into the parameters' own `.grad` tensors, adding to them,
-so gradients must stay allocated between updates (the Trainer zeroes them in place rather
-than setting them to None) and `train.update_freq` > 1 accumulates as it does eagerly.
-Each graph's output, the batch's summed loss, is read before the next graph runs: all the
-graphs share one memory pool, which is safe for replays in any order only because
-nothing a graph leaves behind is read after another has run. Dropout draws from the CUDA
-generator, which each replay advances as the eager step would.
-
-The number of graphs is bounded by MOST_GRAPHS (batch shapes past it run eagerly): with
-static shapes (`train.pad_to_multiple`) an epoch has a small menu of them; without, a
-corpus of long sentences can have hundreds. CUDA graphs are used on CUDA only and without
-torchrun (DDP's gradient hooks would run inside the graph).
+shape as a CUDA graph and replayed, so the host launches one graph instead of a thousand
+kernels (docs/performance.md#cuda-graphs-on-an-h100). The step is recorded as it runs
+eagerly (or compiled), so the numbers are the same; a shape's first WARMUP batches run
+eagerly, as lazy initialisation must happen outside a graph. The graphs add the gradients
+into the parameters' own `.grad` tensors, which must stay allocated (the Trainer zeroes them
+in place). All graphs share one memory pool, safe in any order only because each graph's
+output is read before another runs. CUDA in one process only (DDP's hooks would be recorded).
 """
 
 from __future__ import annotations
@@ -30,7 +15,6 @@ from collections.abc import Callable
 
 import torch
 
-from translator.config import TrainConfig
 from translator.data.batching import Batch
 
 WARMUP = 2  # eager batches of a shape before its graph is recorded
@@ -40,10 +24,6 @@ MOST_GRAPHS = 256
 StepFunction = Callable[..., torch.Tensor]
 # records a function of no arguments: (replay, the output tensor each replay writes)
 Recorder = Callable[[Callable[[], torch.Tensor]], tuple[Callable[[], None], torch.Tensor]]
-
-
-def uses_cuda_graphs(train_cfg: TrainConfig, device: torch.device, world: int) -> bool:
-    return train_cfg.cuda_graphs and device.type == "cuda" and world == 1
 
 
 def cuda_graph_recorder(device: torch.device) -> Recorder:
@@ -62,20 +42,11 @@ def cuda_graph_recorder(device: torch.device) -> Recorder:
 
 
 class GraphedSteps:
-    """`step` over batches of any shape, each shape's run recorded as a graph after WARMUP
-    eager runs (see the module). Call with a batch on the host and the update's tokens."""
+    """`step` over batches of any shape, each shape recorded as a graph (see the module)."""
 
-    def __init__(
-        self,
-        step: StepFunction,
-        params: list[torch.nn.Parameter],
-        device: torch.device,
-        recorder: Recorder,
-        warmup: int = WARMUP,
-        most: int = MOST_GRAPHS,
-    ):
-        self.step, self.params, self.device, self.recorder = step, params, device, recorder
-        self.warmup, self.most = warmup, most
+    def __init__(self, step: StepFunction, params: list[torch.nn.Parameter], device: torch.device):
+        self.step, self.params, self.device = step, params, device
+        self.recorder = cuda_graph_recorder(device)
         self.graphs: dict[tuple, _Graph] = {}
         self.seen: Counter[tuple] = Counter()
         self.grads: list[torch.Tensor] = []
@@ -95,7 +66,7 @@ class GraphedSteps:
     def due(self, key: tuple) -> bool:
         """Whether a batch of shape `key` with no graph yet records one now."""
         self.seen[key] += 1
-        return self.seen[key] > self.warmup and len(self.graphs) < self.most
+        return self.seen[key] > WARMUP and len(self.graphs) < MOST_GRAPHS
 
     def keep_grads(self) -> None:
         """The gradient tensors the graphs write into, in place as each parameter's .grad:
@@ -132,6 +103,5 @@ def _fields(batch: Batch) -> tuple[torch.Tensor, ...]:
 
 
 def _pinned(t: torch.Tensor) -> torch.Tensor:
-    """A host tensor in page-locked memory, so that copying it to the GPU does not wait for
-    the GPU to finish what it is doing (a copy from pageable memory does)."""
+    """A host tensor in page-locked memory: a copy from it does not wait for the GPU."""
     return t.pin_memory() if t.device.type == "cpu" and torch.cuda.is_available() else t

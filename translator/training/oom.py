@@ -1,7 +1,6 @@
-"""Surviving a CUDA out-of-memory error in a training update: the update's batches are
-skipped with a warning and counted (metrics.tsv: skipped_batches); OOM_LIMIT updates in a
-row stop training with advice. Under torchrun it stops at once, as the other ranks are
-already waiting for this one's gradients."""
+"""Surviving a CUDA out-of-memory error in a training update: its batches are skipped with a
+warning and counted (skipped_batches); OOM_LIMIT updates in a row stop training with advice.
+Under torchrun it stops at once: the other ranks already wait for this one's gradients."""
 
 from __future__ import annotations
 
@@ -31,9 +30,8 @@ class MemoryGuard:
     def skipped_if_out_of_memory(
         self, optimizer: torch.optim.Optimizer, state: TrainState, batches: int
     ) -> Iterator[None]:
-        """Runs the block, an update that counts itself in `state.step`; if it runs out of
-        memory, the update did not happen: gradients cleared, the step count restored,
-        `batches` counted as skipped."""
+        """Runs the block, an update; out of memory, it did not happen: gradients cleared,
+        the step count restored, `batches` counted as skipped."""
         step = state.step
         try:
             yield

@@ -1,7 +1,6 @@
 """The optimiser: AdamW with weight decay on the weight matrices only. LayerNorm gains,
-biases and embeddings (the tied output projection is the target embedding) are not
-decayed, as is standard: pulling a norm's gain or a bias toward zero only fights the
-layer's scale, and decaying an embedding shrinks the rows of rare words most."""
+biases and embeddings (the tied output projection too) are not decayed: that only fights
+the layer's scale, and shrinks the embedding rows of rare words most."""
 
 from __future__ import annotations
 
@@ -22,10 +21,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             continue
         matrix = param.ndim >= 2 and id(param) not in embeddings
         (decay if matrix else keep).append(param)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": keep, "weight_decay": 0.0},
-    ]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": keep, "weight_decay": 0.0}]
 
 
 def build_optimizer(model: nn.Module, train_cfg: TrainConfig) -> torch.optim.AdamW:

@@ -1,25 +1,17 @@
 """The checkpoint side of training: what last.pt holds, and checking and loading it back
 (`--resume`); and the weights of another model that a new run starts from (`init_from`).
 
-`train.init_from` (`train --init-from`) is fine-tuning: only the weights are taken. The
-optimiser, the learning-rate schedule (warm-up again), the step and epoch counters, early
-stopping's best and the time budget all start fresh, as fairseq's `--finetune-from-model`
-and JoeyNMT's `load_model` with every `reset_*` do. Two checks come first, each one error
-line: the architecture in the config's [model] section must be the checkpoint's (every
-differing key named; dropout and max_positions may change, they shape no weight), and
-the data must have been prepared with the checkpoint's own tokenizers (`prepare
---tokenizers-from`), compared by the SHA-256 digests that ids.json records.
-
-Explicit inputs only: the trainer hands in its model, optimiser, schedule and state, so
-this module knows nothing of the Trainer. Under torch.distributed every rank's random
-state is gathered into the payload (the caller does that collectively); only rank 0
-writes it.
+`train.init_from` is fine-tuning: only the weights are taken; the optimiser, schedule,
+counters, early stopping and the time budget start fresh (docs/training.md#fine-tuning).
+The architecture in [model] and the prepared data's tokenizers must be the checkpoint's.
+Explicit inputs only: this module knows nothing of the Trainer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,8 +25,11 @@ from translator.data.layout import SIDES
 from translator.errors import UserError
 from translator.model import checkpoint
 from translator.model.ema import WeightEMA
+from translator.training import distributed
 from translator.training.schedule import LRSchedule
-from translator.training.state import TrainState
+from translator.training.state import TrainState, random_state, set_random_state
+
+log = logging.getLogger(__name__)
 
 
 def training_payload(
@@ -44,11 +39,10 @@ def training_payload(
     optimizer: torch.optim.Optimizer,
     schedule: LRSchedule,
     state: TrainState,
-    rng: list[dict[str, Any]],
+    ranks: distributed.Ranks,
     ema: WeightEMA | None = None,
 ) -> dict[str, Any]:
-    """Everything `--resume` needs (`rng`: every rank's random state, in rank order), and
-    the weights' moving average if there is one."""
+    """Everything `--resume` needs, every rank's random state included (collective)."""
     averaged = {"ema": ema.state_dict()} if ema else {}
     return averaged | {
         "config": config.to_dict(),
@@ -59,15 +53,14 @@ def training_payload(
         "optimizer": optimizer.state_dict(),
         "schedule": schedule.state_dict(),
         "train_state": asdict(state),
-        "rng": rng,
+        "rng": distributed.gather(random_state(), ranks),  # one per rank, in rank order
     }
 
 
 def check_resumable(
     path: Path, payload: dict[str, Any], config: Config, tokenizer_models: dict, groups: int
 ) -> None:
-    """One clear line if `payload` (read from `path`) cannot continue under `config`, with
-    the prepared data's tokenizers and an optimiser of `groups` parameter groups."""
+    """One clear line if `payload` (read from `path`) cannot continue under `config`."""
     if from_dict(payload["config"]).model != config.model:
         raise UserError(
             f"cannot resume {path}: the config's [model] section differs from "
@@ -84,18 +77,35 @@ def check_resumable(
 
 def load_training_state(
     payload: dict[str, Any],
+    rank: int,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     schedule: LRSchedule,
+    ema: WeightEMA | None = None,
 ) -> TrainState:
-    """Put the weights, optimiser and schedule back as saved; returns the saved state."""
+    """Put the weights, optimiser, schedule, average and `rank`'s random state back."""
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     schedule.load_state_dict(payload["schedule"])
+    if ema and "ema" in payload:
+        ema.load_state_dict(payload["ema"])
+    elif ema:
+        ema.restart()
+        log.info("train.ema is new to this run: the average starts from the resumed weights")
+    set_random_state(payload["rng"][rank % len(payload["rng"])])
     return TrainState(**payload["train_state"])
 
 
-# ---- init_from: a new run from another model's weights ---------------------------------
+def warn_of_other_precision(payload: dict[str, Any], path: Path, precision: str) -> None:
+    """A warning when the run resumed from `path` was trained in another precision."""
+    trained_in = payload.get("precision")  # absent: saved before train.precision
+    if trained_in and trained_in != precision:
+        log.warning(
+            f"warning: {path} was trained in {trained_in}; it continues in {precision}, so not "
+            f"exactly as it would have (set train.precision = {trained_in!r} to match)"
+        )
+
+
 ARCHITECTURE = (
     "encoder_layers",
     "decoder_layers",
@@ -110,9 +120,8 @@ ARCHITECTURE = (
 
 
 def initial_weights(config: Config) -> dict[str, Any]:
-    """The weights of train.init_from, after checking that they fit `config` and its
-    prepared data; with train.init_layers "spread", evenly spaced layers of a deeper
-    model."""
+    """The weights of train.init_from, checked against `config` and its prepared data; with
+    train.init_layers "spread", evenly spaced layers of a deeper model."""
     path = Path(config.train.init_from)
     payload = checkpoint.load(path)
     trained = from_dict(payload["config"])
@@ -125,7 +134,7 @@ def initial_weights(config: Config) -> dict[str, Any]:
             f"cannot initialise from {path}: the config's [model] section differs from the "
             f"checkpoint's: {'; '.join(differing)}"
         )
-    require_its_tokenizers(payload, path, config.data.dir, "initialise from", "checkpoint")
+    require_its_tokenizers(payload, path, config.data.dir)
     if not spread:
         return payload["model"]
     picks = {
@@ -140,8 +149,7 @@ STACKS = ("encoder", "decoder")  # their module lists in the model's state dict
 
 
 def model_differences(trained: Config, config: Config, keys: tuple[str, ...] = ()) -> list[str]:
-    """'model.KEY is A here and B in the checkpoint' for each architecture key that differs
-    (but `keys`)."""
+    """A line for each architecture key but `keys` that differs from the checkpoint's."""
     return [
         f"model.{key} is {getattr(config.model, key)!r} here and "
         f"{getattr(trained.model, key)!r} in the checkpoint"
@@ -169,8 +177,7 @@ def spread_layers(have: int, want: int) -> list[int]:
 
 
 def layers_taken(weights: dict[str, Any], picks: dict[str, list[int]]) -> dict[str, Any]:
-    """`weights` with layer picks[stack][i] of each stack renamed layer i, the other
-    layers dropped."""
+    """`weights` with layer picks[stack][i] renamed layer i, the other layers dropped."""
     taken = {}
     for name, value in weights.items():
         stack, _, rest = name.partition(".")
@@ -184,31 +191,23 @@ def layers_taken(weights: dict[str, Any], picks: dict[str, list[int]]) -> dict[s
     return taken
 
 
-def require_its_tokenizers(
-    payload: dict[str, Any], path: Path, data_dir: str, doing: str, whose: str
-) -> None:
-    """One error line unless `data_dir` was prepared with the tokenizers of the checkpoint
-    `payload` (read from `path`): 'cannot DOING PATH: … differ from the WHOSE's'."""
-    other = tokenizer_differences(payload["tokenizer_models"], data_dir)
-    if other:
-        raise UserError(
-            f"cannot {doing} {path}: {data_dir} was prepared with other tokenizers "
-            f"({' and '.join(other)} differ from the {whose}'s): prepare it with "
-            f"--tokenizers-from {path}"
-        )
-
-
-def tokenizer_differences(models: dict[str, bytes], data_dir: str) -> list[str]:
-    """The languages whose tokenizer in `data_dir` (by ids.json's digests) is not the
-    checkpoint's."""
+def require_its_tokenizers(payload: dict[str, Any], path: Path, data_dir: str) -> None:
+    """One error line unless `data_dir` was prepared with the checkpoint's tokenizers."""
     try:
         recorded = json.loads(meta_file(data_dir).read_text(encoding="utf-8"))["tokenizers"]
     except (OSError, ValueError, KeyError):
         raise UserError(
             f"no prepared data in {data_dir} (no ids.json): run `translator prepare` first"
         ) from None
-    return [
+    models = payload["tokenizer_models"]
+    other = [
         lang
         for lang, side in SIDES.items()
         if recorded.get(lang) != hashlib.sha256(models[side]).hexdigest()
     ]
+    if other:
+        raise UserError(
+            f"cannot initialise from {path}: {data_dir} was prepared with other tokenizers "
+            f"({' and '.join(other)} differ from the checkpoint's): prepare it with "
+            f"--tokenizers-from {path}"
+        )

@@ -1,16 +1,9 @@
 """The learning-rate schedule: linear warm-up to `train.lr` over `train.warmup_steps`
-updates, then one of
-
-    plateau       ReduceLROnPlateau on `train.plateau_metric`, the validation loss (lower
-                  is better) or BLEU (higher is better): ×`plateau_factor` after
-                  `plateau_patience` epochs without a better value, down to `min_lr`
-    inverse_sqrt  fairseq's: lr × sqrt(warmup_steps / update), set before every update
-
-One object, saved and restored with the rest of the training state."""
+updates, then ReduceLROnPlateau on `train.plateau_metric` (validation loss or BLEU) down to
+`min_lr` (fairseq's inverse square root lost to it: docs/studies.md)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -24,7 +17,7 @@ class LRSchedule:
         self.optimizer = optimizer
         self.peak = train_cfg.lr
         self.warmup = train_cfg.warmup_steps
-        self.kind, self.metric = train_cfg.schedule, train_cfg.plateau_metric
+        self.metric = train_cfg.plateau_metric
         self.plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer,
             mode="max" if self.metric == "bleu" else "min",
@@ -34,16 +27,13 @@ class LRSchedule:
         )
 
     def before_update(self, update: int) -> None:
-        """Set the rate for update number `update` (1-based): while warming up, and every
-        update for inverse_sqrt."""
+        """Set the rate for update number `update` (1-based) while warming up."""
         if update <= self.warmup:
             self._set(self.peak * update / max(1, self.warmup))
-        elif self.kind == "inverse_sqrt":
-            self._set(self.peak * math.sqrt(max(1, self.warmup) / update))
 
     def after_epoch(self, valid_loss: float, valid_bleu: float, update: int) -> None:
         """The plateau rule, once warm-up is over."""
-        if self.kind == "plateau" and update >= self.warmup:
+        if update >= self.warmup:
             self.plateau.step(valid_bleu if self.metric == "bleu" else valid_loss)
 
     @property

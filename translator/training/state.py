@@ -1,6 +1,5 @@
 """What a training run must remember to continue exactly: the counters and the position in
-the epoch's batch order (TrainState), the sums its updates add up on the device between
-reads (DeviceSums), and every random generator a step draws from."""
+the epoch (TrainState), the sums on the device (DeviceSums) and every random generator."""
 
 from __future__ import annotations
 
@@ -53,9 +52,7 @@ class TrainState:
         return (bleu, -loss) > (self.best_bleu, -self.best_loss)
 
     def finish_epoch(self, row: dict[str, Any], improved: bool, average_best: bool) -> None:
-        """A whole epoch validated (`row`, its metrics): the next one starts, and early
-        stopping keeps the bests so far and counts the epochs since either the weights
-        (`improved`) or their average (`average_best`) last got better."""
+        """A whole epoch validated (`row`): the next one starts, early stopping counts on."""
         self.start_next_epoch()
         if improved:
             self.best_bleu, self.best_loss = row["valid_bleu"], row["valid_loss"]
@@ -65,8 +62,7 @@ class TrainState:
         self.history.append(row)
 
 
-# TrainState's fields that the updates add up on the device: a row for the epoch and one for
-# the window since the last log, each its summed loss, summed gradient norm and largest
+# TrainState's fields summed on the device: the epoch's row and the window's since the log
 SUMMED = (
     ("epoch_loss", "epoch_grad_norm", "epoch_grad_norm_max"),
     ("window_loss", "window_grad_norm", "window_grad_norm_max"),
@@ -75,10 +71,7 @@ EPOCH, WINDOW = 0, 1  # SUMMED's rows
 
 
 class DeviceSums:
-    """The training loss and the gradient norm before clipping of each update, added up on
-    the device so that an update reads nothing back: TrainState's SUMMED fields as a
-    (2, 3) float32 tensor. The host reads them all at once (`shared`, then `into`), at the
-    syncs that happen anyway; the loss is added in the order and precision it always was."""
+    """TrainState's SUMMED fields added up on the device, so that an update reads nothing."""
 
     def __init__(self, state: TrainState, device: torch.device, counted: bool = True):
         """`state`'s sums on `device`; zeros where not `counted` (all ranks but one, so that
@@ -97,8 +90,7 @@ class DeviceSums:
 
     def shared(self, main: bool) -> torch.Tensor:
         """The sums as this rank adds them to the other ranks': its own loss, and the
-        gradient norms from the main rank alone (they are the same on every rank, as each
-        clips the same all-reduced gradients)."""
+        gradient norms from the main rank alone (every rank clips the same gradients)."""
         if main:
             return self.values
         mine = self.values.clone()

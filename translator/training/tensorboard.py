@@ -1,10 +1,6 @@
-"""Optional TensorBoard logging (`train.tensorboard = true` or `train --tensorboard`): every
-`train.log_every` updates the training loss and gradient norm (mean and largest) of the
-updates since the last log, the learning rate and tokens/s; at every validation the
-validation loss and BLEU; under RUN_DIR/tensorboard, by update.
-
-Written with PyTorch's own `SummaryWriter`; it needs the `tensorboard` package, an optional
-extra (`pip install "translator[tensorboard]"`). Only the main process writes.
+"""Optional TensorBoard logging (`train.tensorboard`): the scalars of each log and each
+validation under RUN_DIR/tensorboard, by update, with PyTorch's `SummaryWriter` (an extra:
+`pip install "translator[tensorboard]"`). Only the main process writes.
 """
 
 from __future__ import annotations
@@ -15,12 +11,10 @@ from translator.errors import UserError
 
 
 class Board:
-    """The run's TensorBoard writer, or nothing when logging is off; closed on leaving a
-    `with` block."""
+    """The run's TensorBoard writer, or nothing when logging is off."""
 
     def __init__(self, run_dir: Path, enabled: bool):
         self.writer = None
-        self.directory = Path(run_dir) / "tensorboard"
         if not enabled:
             return
         try:
@@ -29,7 +23,7 @@ class Board:
             raise UserError(
                 'train.tensorboard needs TensorBoard: pip install "translator[tensorboard]"'
             ) from None
-        self.writer = SummaryWriter(str(self.directory), flush_secs=10)
+        self.writer = SummaryWriter(str(Path(run_dir) / "tensorboard"), flush_secs=10)
 
     def training(
         self,
@@ -40,8 +34,7 @@ class Board:
         lr: float,
         tokens_per_s: float,
     ) -> None:
-        """The scalars of one log: `loss`, `grad_norm` (a mean) and `grad_norm_max` of the
-        updates since the last."""
+        """The scalars of one log, of the updates since the last."""
         if self.writer is not None:
             self.writer.add_scalar("train/loss", loss, step)
             self.writer.add_scalar("train/grad_norm", grad_norm, step)
@@ -59,9 +52,6 @@ class Board:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             self.writer = None

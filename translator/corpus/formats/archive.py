@@ -1,10 +1,5 @@
 """Zip archives holding a corpus (OPUS ships its Moses-format corpora this way): which files
 are in one, and each member read as a stream, decompressed as it is read, never unpacked.
-
-`corpus_members` picks the files of the corpus by name: one English and one Chinese file
-of a pair (`*.en` with `*.zh`, also `zh_CN`, `zh_TW`, `cmn`), or else the one file in a
-format prepare reads; README, LICENSE and OPUS's `.ids`/`.xml` alignment files are
-ignored. Anything else is one error that lists the archive's files.
 """
 
 from __future__ import annotations
@@ -28,7 +23,8 @@ def is_zip(path: Path) -> bool:
 
 
 def corpus_members(path: Path) -> tuple[str, ...]:
-    """The member names of the corpus in the zip at `path`: (english, chinese) or (file,)."""
+    """The member names of the corpus in the zip at `path`: (english, chinese) or (file,);
+    README, LICENSE and OPUS's `.ids`/`.xml` alignment files are ignored."""
     try:
         with zipfile.ZipFile(path) as archive:
             names = [i.filename for i in archive.infolist() if not i.is_dir()]

@@ -1,10 +1,7 @@
 """Compressed corpus files, read directly: gzip, bzip2, xz and Zstandard, told by their
 first bytes (not by the file name), decompressed as a stream, never unpacked to disk; and
-the files inside a zip archive (archive.py).
-
-A damaged archive (truncated, or corrupt inside) is one error for the whole input: the
-rows decompressed before the damage are not used as if the file had ended there.
-Zstandard needs the `zstandard` package (the `zstd` extra); the others are in Python.
+the files inside a zip archive (archive.py). A damaged archive is one error for the whole
+input: the rows before the damage are not used as if the file had ended there.
 """
 
 from __future__ import annotations
@@ -44,14 +41,10 @@ def open_input(path: Path, member: str | None = None) -> BinaryIO:
     if member is not None:
         return open_member(path, member)
     kind = compression(path)
-    if kind == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if kind == "bzip2":
-        return bz2.open(path, "rb")  # type: ignore[return-value]
-    if kind == "xz":
-        return lzma.open(path, "rb")  # type: ignore[return-value]
     if kind == "zstd":
         return _zstd_reader(path)
+    if kind:
+        return {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}[kind](path, "rb")
     return path.open("rb")
 
 
@@ -121,8 +114,7 @@ class _ZstdFrames(io.RawIOBase):
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text[:120]
+    return (str(exc).strip() or type(exc).__name__)[:120]
 
 
 try:  # the zstandard package's error class, when it is installed

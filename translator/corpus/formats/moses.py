@@ -1,14 +1,7 @@
 """A corpus as two line-aligned files (`news.en` + `news.zh`, "Moses format", as OPUS,
 WMT, fairseq, OpenNMT-py and Marian have it): line N of one is the translation of line N
-of the other.
-
-Both files are read in step, in blocks of whole lines: a block of about readers.BLOCK_BYTES of the
-English file, then exactly as many lines of the Chinese one, so a block's lines are pairs
-and the block goes through the same workers as any other (scan.py). Files whose line
-counts differ are one error naming both counts, raised before anything is written. Every
-other problem is a row's: a line that is not UTF-8 or holds control characters on either
-side is skipped and counted, and a pair with an empty side is counted as empty by the
-cleaning step; either way the lines after it stay aligned.
+of the other. A bad line on either side is skipped and counted, and the lines after it
+stay aligned.
 """
 
 from __future__ import annotations
@@ -98,7 +91,10 @@ def line_count(data: bytes) -> int:
 
 
 def pair_blocks(en: TextFile, zh: TextFile) -> Iterator[PairBlock]:
-    """Both files in step, block by block (see the module docstring)."""
+    """Both files in step: a block of whole lines of the English file, then exactly as many
+    lines of the Chinese one, so a block's lines are pairs and go through the same workers as
+    any other. Files whose line counts differ are one error, raised before anything is
+    written."""
     with ExitStack() as stack:
         streams = []
         for f in (en, zh):
@@ -109,7 +105,7 @@ def pair_blocks(en: TextFile, zh: TextFile) -> Iterator[PairBlock]:
         while True:
             en_block = en_lines.block()
             count = line_count(en_block)
-            zh_block = zh_lines.take(count) if count else zh_lines.take(1)
+            zh_block = zh_lines.take(count or 1)
             if line_count(zh_block) != count:
                 en_total = first - 1 + count + en_lines.count_rest()
                 zh_total = first - 1 + line_count(zh_block) + zh_lines.count_rest()
@@ -124,8 +120,7 @@ def pair_blocks(en: TextFile, zh: TextFile) -> Iterator[PairBlock]:
 
 
 def parse_pair_block(names: tuple[str, str], block: PairBlock) -> tuple[pd.DataFrame, ReadStats]:
-    """The raw pairs of a block, indexed by line number, and what was skipped in it: lines
-    not UTF-8 or with control characters on either side. A pure function, as parse_block."""
+    """The raw pairs of a block, indexed by line number, and what was skipped in it."""
     stats = ReadStats()
     en = decode_lines(Block(block.first_line, block.en, block.first_line == 1))
     zh = decode_lines(Block(block.first_line, block.zh, block.first_line == 1))

@@ -31,14 +31,12 @@ class ReadStats:
     examples: list[Malformed] = field(default_factory=list)
 
     def skip(self, path: Path, lines: pd.Index, kind: str, reason: str) -> None:
-        """Count the rows at line numbers `lines` as malformed, of `kind`, for `reason`; keep
-        the first rows of the read (by file, then line) as examples."""
+        """Count the rows at line numbers `lines` as malformed, of `kind`, for `reason`."""
         if len(lines) == 0:
             return
         self.malformed += len(lines)
         self.kinds[kind] += len(lines)
-        examples = [Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]]
-        self._keep_first(examples)
+        self._keep_first([Malformed(str(path), int(line), reason) for line in lines[:MAX_EXAMPLES]])
 
     def merge(self, other: ReadStats) -> None:
         """Add the counts of a later part of the read (a later block or file)."""
@@ -49,6 +47,7 @@ class ReadStats:
         self._keep_first(other.examples)
 
     def _keep_first(self, examples: list[Malformed]) -> None:
+        """Keep the first rows of the read (by file, then line) as examples."""
         files = list(dict.fromkeys([m.path for m in self.examples + examples]))
         self.examples += examples
         self.examples.sort(key=lambda m: (files.index(m.path), m.line))

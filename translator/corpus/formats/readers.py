@@ -4,20 +4,9 @@
 - anki:    manythings.org/anki files, `en <TAB> zh <TAB> attribution` (attribution optional)
 - jsonl:   one JSON object a line, `{"english": ..., "chinese": ...}`
 
-(A plain two-column `en <TAB> zh` file is read as anki. TMX is read by tmx.py, a pair of
-line-aligned files by moses.py; sources.py says which reader a corpus gets.)
-
-A file is read in blocks of whole lines, decoded as UTF-8 (byte-order marks dropped, at
-the start or mid-file from concatenated files; "\\r\\n" read as "\\n"), and each block
-is checked with vectorised string operations. A row that cannot be used is skipped,
-counted by kind in `ReadStats` and, for the first few, recorded with its file and 1-based
-line number; it never stops the read. The kinds: wrong column count, undecodable bytes
-(not UTF-8), control characters (NUL and the other C0/C1 controls but tab and carriage
-return), a Tatoeba id that is not a number, and for JSON lines bad JSON, a value that is
-not an object, a missing or non-string field.
-Blank lines are ignored; a first line that is a column header is skipped and counted.
-A file that is not UTF-8 text at all (binary, UTF-16) is one clear error. gzip, bzip2, xz
-and Zstandard files are read through their decompressor (compression.py).
+A file is read in blocks of whole lines, each checked with vectorised string operations; a
+row that cannot be used is skipped and counted (docs/formats.md#input-formats), never
+stopping the read.
 """
 
 from __future__ import annotations
@@ -26,6 +15,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import get_args
 
@@ -90,35 +80,21 @@ def is_tmx(head: bytes) -> bool:
     return text.startswith("<") and "<tmx" in text
 
 
-def _first_lines(path: Path, count: int, member: str | None = None) -> list[str]:
-    lines: list[str] = []
-    with reading(path), open_input(path, member) as f:
-        for raw in f:
-            line = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
-            if line.strip():
-                lines.append(line)
-                if len(lines) == count:
-                    break
-    return lines
-
-
-def _looks_tatoeba(fields: list[str]) -> bool:
-    return len(fields) == 4 and fields[0].strip().isdigit() and fields[2].strip().isdigit()
-
-
 def detect_format(path: Path, member: str | None = None) -> str:
     """Tell the format from the first non-blank line (the second, if the first is a header)."""
     with reading(path), open_input(path, member) as f:
         if is_tmx(f.read(4096)):
             return "tmx"
-    lines = _first_lines(path, 2, member)
+    with reading(path), open_input(path, member) as f:
+        decoded = (raw.decode("utf-8-sig", errors="replace").rstrip("\r\n") for raw in f)
+        lines = list(islice((line for line in decoded if line.strip()), 2))
     if not lines:
         raise UserError(f"input file is empty: {path}")
     if lines[0].lstrip().startswith("{"):
         return "jsonl"
     for line in lines:
         fields = line.split("\t")
-        if _looks_tatoeba(fields):
+        if len(fields) == 4 and fields[0].strip().isdigit() and fields[2].strip().isdigit():
             return "tatoeba"
         if len(fields) in (2, 3) and re.search(HAN, fields[1]):
             return "anki"
@@ -155,8 +131,7 @@ class Block:
 
 
 def parse_block(path: Path, fmt: str, block: Block) -> tuple[pd.DataFrame, ReadStats]:
-    """The raw pairs of one block, indexed by line number, and what was skipped in it.
-    A pure function of its arguments, so blocks can be parsed in any process."""
+    """The raw pairs of one block, indexed by line number, and what was skipped in it."""
     stats = ReadStats()
     lines = decode_lines(block)
     lines = lines[lines.str.strip() != ""]  # blank lines are ignored
@@ -216,14 +191,16 @@ def _is_header(line: str, fmt: str) -> bool:
 
 
 def _parse_table(path: Path, lines: pd.Series, layout: dict, stats: ReadStats) -> pd.DataFrame:
+    low, high = layout["min_columns"], layout["columns"]
+    expected = str(high) if low == high else f"{low}-{high}"
     columns = lines.str.count("\t") + 1
-    wrong = (columns < layout["min_columns"]) | (columns > layout["columns"])
+    wrong = (columns < low) | (columns > high)
     for count in sorted(set(columns[wrong])):
         stats.skip(
             path,
             lines.index[wrong & (columns == count)],
             "wrong column count",
-            f"expected {_describe(layout)} columns, found {count}",
+            f"expected {expected} columns, found {count}",
         )
     fields = lines[~wrong].str.split("\t", expand=True)
     if fields.empty:
@@ -236,11 +213,6 @@ def _parse_table(path: Path, lines: pd.Series, layout: dict, stats: ReadStats) -
             stats.skip(path, fields.index[bad_id], "id not a number", reason)
         fields = fields[~bad_id]
     return pd.DataFrame({"en": fields[layout["en"]], "zh": fields[layout["zh"]]}, dtype=str)
-
-
-def _describe(layout: dict) -> str:
-    low, high = layout["min_columns"], layout["columns"]
-    return str(high) if low == high else f"{low}-{high}"
 
 
 def _parse_json(path: Path, lines: pd.Series, stats: ReadStats) -> pd.DataFrame:

@@ -1,16 +1,7 @@
 """Each corpus of `data.inputs` as prepare reads it: its files (inside a zip archive or not),
-their format, and the reader that cuts them into blocks and parses a block.
-
-    corpus (config) → Source: checked files + format → blocks → parse(block) → raw pairs
-
-| format  | files                          | blocks of          | reader     |
-|---------|--------------------------------|--------------------|------------|
-| tatoeba, anki, jsonl | one text file     | whole lines        | readers.py |
-| tmx     | one XML file                   | translation units  | tmx.py     |
-| moses   | an English and a Chinese file  | the same lines of both | moses.py |
-
-A zip archive stands for the files inside it (archive.py). `parse` is a pure function of
-the source and a block, so the workers can run it.
+their format, and the reader that cuts them into blocks and parses a block: readers.py for
+one text file, tmx.py for TMX, moses.py for an English and a Chinese file. `parse` is a pure
+function of the source and a block, so the workers can run it.
 """
 
 from __future__ import annotations
@@ -49,27 +40,23 @@ class Source:
 def resolve(index: int, corpus: Corpus, fmt: str) -> Source:
     """The checked files and format of a corpus (`fmt`: data.format, used for one-file
     corpora; "auto" detects it). One error line for anything that cannot be read."""
-    files = tuple(_files(Path(p)) for p in corpus.paths)
-    flat = tuple(f for group in files for f in group)
-    if len(flat) == 2:
-        for f in flat:
-            readers.check_input(f.path, f.member)
-        return Source(
-            index, corpus.paths, corpus.name, "moses", flat, corpus.weight, corpus.train_only
-        )
-    if len(flat) > 2:
+    files = tuple(f for p in map(Path, corpus.paths) for f in _files(p))
+    if len(files) > 2:
         raise UserError(f"{corpus.name}: a pair of files each holding a pair is not a corpus")
-    (only,) = flat
-    found = readers.check_format(only.path, fmt, only.member)
-    return Source(index, corpus.paths, str(only), found, flat, corpus.weight, corpus.train_only)
+    if len(files) == 2:
+        for f in files:
+            readers.check_input(f.path, f.member)
+        name, found = corpus.name, "moses"
+    else:
+        (only,) = files
+        name, found = str(only), readers.check_format(only.path, fmt, only.member)
+    return Source(index, corpus.paths, name, found, files, corpus.weight, corpus.train_only)
 
 
-def _files(path: Path) -> tuple[TextFile, ...]:
+def _files(path: Path) -> list[TextFile]:
     """The file, or the corpus files inside it when it is a zip archive."""
     readers.check_file(path)
-    if is_zip(path):
-        return tuple(TextFile(path, member) for member in corpus_members(path))
-    return (TextFile(path),)
+    return [TextFile(path, m) for m in corpus_members(path)] if is_zip(path) else [TextFile(path)]
 
 
 def blocks(source: Source) -> Iterator[readers.Block | PairBlock | UnitBlock]:

@@ -1,15 +1,8 @@
 """TMX, the translation-memory XML that OPUS and CAT tools export, read as a stream.
 
-    <tu><tuv xml:lang="en"><seg>Hello.</seg></tuv><tuv xml:lang="zh-CN"><seg>你好。</seg></tuv></tu>
-
-Each translation unit (`<tu>`) gives one pair: the first variant (`<tuv>`) whose language
-is English (`en`, `en-US`, `eng` …) and the first that is Chinese (`zh`, `zh-CN`,
-`zh-TW`, `zh-Hans`, `zh-Hant`, `cmn`, `zho` …), compared case-insensitively, from
-`xml:lang` (or TMX 1.1's `lang`). Inline markup codes (`<bpt>`, `<ept>`, `<ph>`, `<it>`,
-`<ut>`) are dropped, the text around them kept. A unit without both languages is skipped
-and counted. The parser (iterparse) frees each unit once read, so memory stays bounded;
-units are handed to the workers in blocks of BLOCK_UNITS. An XML error anywhere — a
-truncated file — is one error line and nothing is prepared from the file.
+Each translation unit (`<tu>`) gives one pair: its first English and its first Chinese
+variant, inline codes dropped (docs/formats.md). The parser frees each unit once read, so
+memory stays bounded. An XML error anywhere (a truncated file) is one error line.
 """
 
 from __future__ import annotations
@@ -115,8 +108,7 @@ class _Counted:
 
 
 def parse_unit_block(name: str, block: UnitBlock) -> tuple[pd.DataFrame, ReadStats]:
-    """The raw pairs of a block of units, indexed by unit number, and what was skipped: units
-    without both languages, and control characters. A pure function, as parse_block."""
+    """The raw pairs of a block of units, indexed by unit number, and what was skipped."""
     stats = ReadStats()
     index = pd.RangeIndex(block.first_line, block.first_line + len(block.en))
     en = pd.Series(block.en, index=index, dtype=object)
