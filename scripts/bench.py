@@ -25,7 +25,10 @@ scripts/reference/naive.py, on the same data with the same model size.
 The reference trains first, in a default process; then the allocator setting the translator
 CLI applies (translator/runtime.py) is switched on for our training and for all decoding.
 The decoding model is --checkpoint, else the config's run's model (train.final) if there is
-one, else the model our trainer trained in step 1 (much less trained: outputs are longer).
+one, else the model our trainer trained in step 1 (much less trained: outputs are longer),
+saved to a temporary checkpoint. Every decoder is opened as users open one
+(`Translator.from_checkpoint`); the reference, the logit check and the MKL row reach below
+it to the same model's weights (`translator.engine.model`).
 Ends with one line: ratios: train=… train_bf16_vs_fp32=… greedy=… beam5=… mfu=…
 """
 
@@ -56,7 +59,7 @@ from translator.evaluation.scoring import score
 from translator.inference import torch_engine as onednn
 from translator.inference.engine import output_limits
 from translator.inference.text import Translator
-from translator.inference.torch_engine import TorchEngine, for_decoding
+from translator.inference.torch_engine import for_decoding
 from translator.model import checkpoint as checkpoint_module
 from translator.model.flops import count_parameters
 from translator.model.rundir import RunDir, checkpoint_in
@@ -208,14 +211,19 @@ def compare_engines(
 
 
 def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greedy, rows):
-    """Append CTranslate2's rows to `rows` (ours first)."""
-    from translator.inference.ct2_engine import CTranslate2Engine
-
+    """Append CTranslate2's rows to `rows` (ours first): our model exported, each export
+    opened as `translate --engine ctranslate2 --model DIR` opens it."""
     device = translator.engine.device.type
     ours = {int(r.search.split()[1]): r for r in rows[:2]}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
-        checkpoint_module.save(_payload(translator), path)
+        saved(
+            path,
+            translator.engine.model,
+            translator.src_tok,
+            translator.tgt_tok,
+            translator.decode_cfg,
+        )
         for quantization, workers, per, batch in variants(device, threads):
             model_dir = Path(tmp) / quantization
             if not model_dir.exists():
@@ -226,11 +234,12 @@ def ct2_rows(translator, texts, sources, data_dir, threads, repeats, check_greed
                     beam=beam,
                     batch_size=batch,
                     precision=CT2_PRECISION.get(quantization, "auto"),  # the export's own
+                    engine="ctranslate2",
+                    model_dir=str(model_dir),
+                    threads=per,
+                    workers=workers,
                 )
-                engine = CTranslate2Engine.from_dir(
-                    model_dir, decode, device=device, threads=per, workers=workers
-                )
-                theirs = Translator(engine, decode)
+                theirs = Translator.from_checkpoint(path, device, decode)
                 out, seconds = timed_search(theirs, sources, repeats)
                 note = _agreement(out, ours[beam].outputs)
                 if quantization == "float32" and beam == 1:
@@ -262,18 +271,14 @@ def _agreement(outputs, ours) -> str:
     return f"{same}/{len(ours)} as ours"
 
 
-def _payload(translator: Translator) -> dict:
-    """What `translator export` reads from a checkpoint, for an in-memory model."""
-    model = translator.engine.model
-    config = Config(model=model.model_cfg, decode=translator.decode_cfg)
-    return {
-        "config": config.to_dict(),
-        "tokenizer_models": {
-            "src": translator.src_tok.serialized_model_proto(),
-            "tgt": translator.tgt_tok.serialized_model_proto(),
-        },
-        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-    }
+def saved(path: Path, model, src_tok, tgt_tok, decode_cfg) -> None:
+    """An in-memory model saved at `path` as a checkpoint, what `translator export` and
+    `Translator.from_checkpoint` read: its weights and tokenizers, and `decode_cfg`."""
+    config = Config(model=model.model_cfg, decode=decode_cfg)
+    tokenizers = {"src": src_tok.serialized_model_proto(), "tgt": tgt_tok.serialized_model_proto()}
+    weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    payload = {"config": config.to_dict(), "tokenizer_models": tokenizers, "model": weights}
+    checkpoint_module.save(payload, path)
 
 
 def summary(rows: list[Row]) -> str:
@@ -370,8 +375,10 @@ def main() -> None:
         translator = Translator.from_checkpoint(path, device, greedy)
         origin = str(path)
     else:
-        model = for_decoding(trainer.model, greedy)
-        translator = Translator(TorchEngine(model, trainer.src_tok, trainer.tgt_tok), greedy)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "model.pt"
+            saved(path, trainer.model, trainer.src_tok, trainer.tgt_tok, greedy)
+            translator = Translator.from_checkpoint(path, device, greedy)
         origin = (
             f"the model trained above ({args.warmup_seconds + args.train_seconds:g} s;"
             " barely trained, so not representative: train the config first)"
@@ -380,7 +387,7 @@ def main() -> None:
     texts = (test + valid)[: args.sentences]
     sources = translator.encode(texts)
     lengths = [len(s) for s in sources]
-    limits = output_limits(lengths, translator.decode_cfg, translator.engine.max_positions).tolist()
+    limits = output_limits(lengths, translator.decode_cfg, translator.engine.max_positions)
     model = translator.engine.model.eval()
     n = len(sources)
     print(f"\ndecoding {n:,} sentences with {origin}")

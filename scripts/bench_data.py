@@ -39,14 +39,21 @@ import argparse
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import ROOT, TATOEBA, config_home, timed_runs, translator_command
+from common import (
+    ROOT,
+    TATOEBA,
+    config_home,
+    end_on_sigterm,
+    session,
+    timed_runs,
+    translator_command,
+)
 
 from translator.data.layout import read_split, split_file
 
@@ -82,20 +89,18 @@ def tree_rss(root: int) -> int:
 def watch(command: list[str], log: Path, cwd: Path, until: str | None = None) -> tuple[float, int]:
     """Run `command` in `cwd` (stderr and stdout to `log`), polling its tree's memory.
     Returns the seconds until it exits, or until a line containing `until` appears (then
-    it is stopped), and the peak resident bytes over that time."""
+    it is stopped), and the peak resident bytes over that time. It runs in a session of
+    its own (common.py's): leaving it, however, kills whatever of its group is left."""
     start = time.perf_counter()
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
-        )
+    with (
+        log.open("w") as out,
+        session(command, stdout=out, stderr=subprocess.STDOUT, cwd=cwd) as proc,
+    ):
         peak = 0
         while proc.poll() is None:
             peak = max(peak, tree_rss(proc.pid))
             if until and until in log.read_text(errors="replace"):
-                seconds = time.perf_counter() - start
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                return seconds, peak
+                return time.perf_counter() - start, peak
             time.sleep(0.02)
         seconds = time.perf_counter() - start
     if proc.returncode or until:
@@ -345,6 +350,7 @@ def main() -> None:
     distill.add_argument("--beam", type=int, default=1)
     distill.add_argument("--teacher-epochs", type=int, default=30)
     args = parser.parse_args()
+    end_on_sigterm()  # SIGTERM, as Ctrl-C, ends the processes started below
     if not args.source.is_file():
         sys.exit(f"error: source corpus not found: {args.source} (pass --source)")
     if args.distill:

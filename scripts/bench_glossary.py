@@ -75,7 +75,7 @@ def decode(config_file: str, overrides: list[str], checkpoint: str, engine_name:
     import torch
 
     from translator.data.layout import read_references
-    from translator.inference.factory import beside
+    from translator.inference.ct2_engine import beside
     from translator.inference.text import Translator
 
     config = load_config(config_file, overrides)
@@ -103,7 +103,7 @@ def engines(checkpoint: Path) -> list[str]:
     """Ours, and CTranslate2 where the checkpoint's export lies beside it."""
     import importlib.util
 
-    from translator.inference.factory import beside
+    from translator.inference.ct2_engine import beside
 
     exported = beside(checkpoint).is_dir() and importlib.util.find_spec("ctranslate2")
     return ["torch", "ctranslate2"] if exported else ["torch"]
@@ -113,7 +113,7 @@ def whole(args, engine_name: str, beam: int, glossary: Path, tmp: Path) -> tuple
     """Median seconds of the whole `translate` of the test split (a fresh process each
     time), without the glossary and with it, taken in turn for --repeats rounds."""
     from translator.data.layout import read_references
-    from translator.inference.factory import beside
+    from translator.inference.ct2_engine import beside
 
     config = load_config(args.config, args.set)
     sources, _ = read_references(config.data.dir, "test")

@@ -32,7 +32,9 @@ trained and decoded side by side on the same CPU
 
 It prints one table and ends with `ratios: train=X greedy=Y beam5=Z bleu=D` (ours with its
 defaults ÷ eole; D: our BLEU with beam 5 minus eole's). Everything it writes goes under
---work (runs/bench_peer).
+--work (runs/bench_peer). Each command it runs (eole's, ours, pip's) runs in a session of its
+own, and whatever it leaves running (eole's data workers) is ended with it, however the
+script ends (common.py's `session`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import ROOT, cpu_name, load_config, translator_command
+from common import (
+    ROOT,
+    call,
+    captured,
+    cpu_name,
+    end_on_sigterm,
+    load_config,
+    session,
+    translator_command,
+)
 
 from translator.model.rundir import RunDir
 
@@ -140,10 +151,9 @@ def table(rows: list[Row], sentences: int) -> list[str]:
 
 
 def run(command: list[str], log: Path | None = None, **kwargs) -> str:
-    """Run `command` (in the project root), its stdout and stderr kept in `log`; its output."""
-    done = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, env=os.environ | kwargs.pop("env", {})
-    )
+    """Run `command` (in the project root, in a session of its own: nothing it starts
+    outlives it), its stdout and stderr kept in `log`; its output."""
+    done = captured(command, cwd=ROOT, env=os.environ | kwargs.pop("env", {}))
     output = done.stdout + done.stderr
     if log is not None:
         log.write_text(output, encoding="utf-8")
@@ -158,10 +168,10 @@ def eole_env(path: Path) -> Path:
     if eole.is_file():
         return eole
     print(f"installing {EOLE} into {path} (once)", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    call([sys.executable, "-m", "venv", str(path)], check=True)
     pip = [str(path / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, TORCH], check=True)
-    subprocess.run([*pip, EOLE, "aiohttp"], check=True)
+    call([*pip, TORCH], check=True)
+    call([*pip, EOLE, "aiohttp"], check=True)
     return eole
 
 
@@ -233,18 +243,17 @@ def train_eole(eole: Path, work: Path, config, minutes: float, probe_seconds: fl
     probe = eole_config(work, data, shape, config.train, 1_000_000)
     run([str(eole), "build_vocab", "-config", str(probe), "-n_sample", "-1"], work / "vocab.log")
     probe_log = work / "probe.log"
-    with probe_log.open("w") as sink:
-        process = subprocess.Popen(
-            [str(eole), "train", "-config", str(probe)], stdout=sink, stderr=subprocess.STDOUT
-        )
+    command = [str(eole), "train", "-config", str(probe)]
+    with (
+        probe_log.open("w") as sink,
+        session(command, stdout=sink, stderr=subprocess.STDOUT) as process,
+    ):  # leaving it kills the probe and its data workers, and waits for them
         deadline = time.monotonic() + probe_seconds
         while process.poll() is None and time.monotonic() < deadline + 180:
             time.sleep(1)
             enough = len(eole_reports(probe_log.read_text())) >= 3
             if enough and time.monotonic() >= deadline:
                 break
-        process.kill()
-        process.wait()
     reports = eole_reports(probe_log.read_text())
     if len(reports) < 3:
         raise RuntimeError(f"eole's probe reported fewer than 3 intervals: see {probe_log}")
@@ -319,6 +328,7 @@ def main() -> None:
     parser.add_argument("--probe-seconds", type=float, default=100)
     parser.add_argument("--repeats", type=int, default=2, help="decoding runs, best of")
     args = parser.parse_args()
+    end_on_sigterm()  # a SIGTERM ends every command's process group too, as Ctrl-C does
 
     config = load_config(args.config)
     eole = eole_env(args.eole_env.resolve())

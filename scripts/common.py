@@ -1,6 +1,7 @@
 """What the scripts share: where the project and the shared data are, configs read as from
-the project, the `translator` command, a corpus read whole. The measures of a training step
-are in step_measures.py, so that a script that does not train starts without PyTorch.
+the project, the `translator` command, child processes that leave nothing running, a corpus
+read whole. The measures of a training step are in step_measures.py, so that a script that
+does not train starts without PyTorch.
 
 A script runs from any directory: `python scripts/NAME.py` puts this folder first on the
 module path, so `import common` finds this file, and `translator` is imported as installed
@@ -12,13 +13,19 @@ caller's.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gzip
 import multiprocessing
+import os
 import re
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -101,6 +108,91 @@ def cpu_name() -> str:
 def translator_command(*args: str) -> list[str]:
     """`translator ARGS…` with this interpreter (run it in the config's `config_home`)."""
     return [sys.executable, "-m", "translator", *args]
+
+
+# ---- child processes ------------------------------------------------------------------
+# A command a script starts may start processes of its own (eole's and PyTorch's data
+# workers, torchrun's ranks, granian's workers): killing the command alone orphans them.
+# So each runs in a session of its own (its own process group), and whatever is left in that
+# group when the script is done with it is killed and waited for: on a normal end, an
+# exception, Ctrl-C, or SIGTERM (`end_on_sigterm`).
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2): orphaned descendants come to this process
+
+
+def end_on_sigterm() -> None:
+    """SIGTERM raises SystemExit (exit code 143), as Ctrl-C raises KeyboardInterrupt, so that
+    a script's `session`s end their process groups on the way out (by default, SIGTERM
+    ends the process at once, skipping every `finally`)."""
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def adopt_orphans(adopt: bool = True) -> bool:
+    """Make this process the parent of its descendants that are orphaned (Linux's child
+    subreaper), so that it can wait for them too (`adopt` False: no longer); False where
+    it cannot (elsewhere, the system's init reaps them)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, int(adopt), 0, 0, 0) == 0
+
+
+@contextlib.contextmanager
+def session(command: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen]:
+    """`subprocess.Popen(command, **popen)` in a session (and process group) of its own; on
+    leaving, however it is left, every process still in that group is killed and waited for
+    (`end_group`)."""
+    adopt_orphans()
+    with subprocess.Popen(command, start_new_session=True, **popen) as process:
+        try:
+            yield process
+        finally:
+            end_group(process)
+
+
+def end_group(process: subprocess.Popen) -> None:
+    """Every process in `process`'s group (its own: `session`) killed (SIGKILL), `process`
+    waited for, then each process of the group that it left behind, which came to this
+    process as an orphan (`adopt_orphans`): once it returns, none is left, zombies included
+    (`os.killpg(process.pid, 0)` raises ProcessLookupError)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    while True:
+        try:
+            os.waitpid(-process.pid, 0)
+        except ChildProcessError:  # none of the group is a child of this process
+            return
+
+
+def call(command: Sequence[str], check: bool = False, **popen: Any) -> int:
+    """`command` run to its end in a `session`: its exit code (with `check`, a nonzero one
+    raises subprocess.CalledProcessError, as `subprocess.run(check=True)` does)."""
+    with session(command, **popen) as process:
+        code = process.wait()
+    if check and code:
+        raise subprocess.CalledProcessError(code, list(command))
+    return code
+
+
+def captured(
+    command: Sequence[str], timeout: float | None = None, **popen: Any
+) -> subprocess.CompletedProcess:
+    """`command` run to its end in a `session`, its stdout and stderr kept (text), as
+    `subprocess.run(capture_output=True, text=True)` keeps them; past `timeout` seconds,
+    subprocess.TimeoutExpired, the group ended. They go through files, not pipes: a
+    process it leaves running that holds a pipe open would keep the read waiting."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        with session(command, stdout=out, stderr=err, **popen) as process:
+            process.wait(timeout)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(
+            list(command), process.returncode, out.read(), err.read()
+        )
 
 
 def read_pairs(path: Path, fmt: str = "auto", stats: ReadStats | None = None):

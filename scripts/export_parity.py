@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -195,13 +196,15 @@ def through_converter(
 
 
 def our_ct2(source: Path, out: Path, like: Translator, beam: int) -> Translator:
-    """Our own CTranslate2 export of `source` (float32), decoding as `like` but for `beam`."""
+    """Our own CTranslate2 export of `source` (float32), opened as `translate --engine
+    ctranslate2 --model OUT` opens it (one translator of all threads), decoding as `like`
+    but for `beam`."""
     from translator.deploy.export import export
-    from translator.inference.ct2_engine import CTranslate2Engine
 
     threads = torch.get_num_threads()
-    engine = CTranslate2Engine.from_dir(export(source, out), like.decode_cfg, threads=threads)
-    return Translator(engine, like.decode_cfg).with_decode(beam=beam)
+    ct2 = {"engine": "ctranslate2", "model_dir": str(export(source, out)), "workers": 1}
+    decode = replace(like.decode_cfg, **ct2, threads=threads, beam=beam)
+    return Translator.from_checkpoint(source, "cpu", decode)
 
 
 def timed(engine: Translator, sentences: list[str]) -> tuple[list[str], float]:

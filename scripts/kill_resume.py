@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import ROOT, translator_command
+from common import ROOT, end_on_sigterm, session, translator_command
 
 from translator.model import checkpoint
 from translator.model.rundir import RunDir
@@ -58,20 +58,20 @@ def command(run_dir: Path, epochs: int, resume: bool) -> list[str]:
     )
 
 
-def launch(run_dir: Path, epochs: int) -> subprocess.Popen:
+def launch(run_dir: Path, epochs: int):
+    """The training, in a session of its own (common.py's): leaving it kills its group."""
     resume = RunDir(run_dir).last.is_file()
-    return subprocess.Popen(
+    return session(
         command(run_dir, epochs, resume),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        start_new_session=True,
     )
 
 
 def finish(run_dir: Path, epochs: int) -> None:
-    proc = launch(run_dir, epochs)
-    _, err = proc.communicate()
+    with launch(run_dir, epochs) as proc:
+        _, err = proc.communicate()
     if proc.returncode:
         sys.exit(f"error: training in {run_dir} failed: {err.decode()[-500:]}")
 
@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="for the kill moments")
     parser.add_argument("--work", type=Path, default=Path("/tmp/translator-kill-resume"))
     args = parser.parse_args()
+    end_on_sigterm()  # SIGTERM, as Ctrl-C, ends the processes started below
     rng = random.Random(args.seed)
     work = args.work.resolve()
     prepared = subprocess.run(
@@ -106,16 +107,16 @@ def main() -> None:
 
     during_write = recovered = 0
     for kill in range(1, args.kills + 1):
-        proc = launch(killed, args.epochs)
-        time.sleep(rng.uniform(1.0, args.most))  # start-up (importing torch) takes ~2 s
-        if proc.poll() is not None:
-            if proc.returncode:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                sys.exit(f"error: resuming after kill {kill - 1} failed: {err[-500:]}")
-            print(f"kill {kill}: the run had already finished (more --epochs for more kills)")
-            break
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        with launch(killed, args.epochs) as proc:
+            time.sleep(rng.uniform(1.0, args.most))  # start-up (importing torch) takes ~2 s
+            if proc.poll() is not None:
+                if proc.returncode:
+                    err = proc.stderr.read().decode() if proc.stderr else ""
+                    sys.exit(f"error: resuming after kill {kill - 1} failed: {err[-500:]}")
+                print(f"kill {kill}: the run had already finished (more --epochs for more kills)")
+                break
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         leftovers = list(RunDir(killed).checkpoints.glob(".*.tmp"))
         during_write += bool(leftovers)  # the next start clears them
         recovered += 1

@@ -77,7 +77,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, config_home, load_config, translator_command
+from common import (
+    ROOT,
+    adopt_orphans,
+    config_home,
+    end_group,
+    end_on_sigterm,
+    load_config,
+    translator_command,
+)
 
 from translator.data.layout import read_split, tokenizer_file
 from translator.model.rundir import RunDir, checkpoint_in
@@ -136,12 +144,21 @@ class Server:
         command.append(flag)
         command += [arg for item in sets for arg in ("--set", item)]
         self.log = log.open("w") if log else None
+        adopt_orphans()  # so that stop() can wait for the workers it leaves, if any
         self.process = subprocess.Popen(  # the access log: to `log`, or nowhere
             [*command, "--port", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=self.log or subprocess.DEVNULL,
             cwd=config_home(config_path),
+            start_new_session=True,  # its group: the server and its workers, ended by stop()
         )
+        try:
+            self._wait_until_listening()
+        except BaseException:  # it exited, never listened, or Ctrl-C: nothing left running
+            self.stop()
+            raise
+
+    def _wait_until_listening(self) -> None:
         for _ in range(600):
             if self.process.poll() is not None:
                 sys.exit(f"the server exited with code {self.process.returncode}")
@@ -153,11 +170,15 @@ class Server:
         sys.exit("the server did not start within 60 s")
 
     def stop(self) -> int:
-        self.process.terminate()
-        code = self.process.wait(timeout=30)
-        if self.log:
-            self.log.close()
-        return code
+        """SIGTERM to the server (it finishes what it admitted), its exit code; then
+        whatever of its group is left killed and waited for (common.py's end_group)."""
+        try:
+            self.process.terminate()
+            return self.process.wait(timeout=30)
+        finally:
+            end_group(self.process)
+            if self.log:
+                self.log.close()
 
 
 def client(
@@ -245,6 +266,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="a serve config override")
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="page: where the PNGs go")
     args = parser.parse_args()
+    end_on_sigterm()  # SIGTERM, as Ctrl-C, ends the processes started below
     args.config = str(Path(args.config).resolve())
     if args.checkpoint:
         args.checkpoint = args.checkpoint.resolve()
@@ -449,7 +471,9 @@ class HealthProbe:
         context = multiprocessing.get_context("fork")  # before the flood's threads start
         self.stopped = context.Event()
         self.results, theirs = context.Pipe(duplex=False)
-        self.process = context.Process(target=self._run, args=(port, self.stopped, theirs))
+        self.process = context.Process(  # daemon: ended at exit if never stopped
+            target=self._run, args=(port, self.stopped, theirs), daemon=True
+        )
         self.process.start()
 
     @staticmethod

@@ -1,9 +1,15 @@
 """scripts/bench_peer.py is a benchmark, not a test: `make test` never installs eole. What
-is tested is how it reads both toolkits' reports and makes its table, on saved logs."""
+is tested is how it reads both toolkits' reports and makes its table, on saved logs, and
+that no process a command of it starts outlives it."""
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import bench_peer as peer
+import common
 import pytest
 
 # eole 0.6.4's own lines (train, then predict -report_time) as it wrote them here, and ours
@@ -44,3 +50,62 @@ def test_an_unreported_time_is_an_error_not_a_zero():
         peer.eole_seconds("nothing here")
     with pytest.raises(RuntimeError, match="reported no time"):
         peer.our_seconds("engine: torch")
+
+
+# ---- every process a command starts ends with it (common.py's session) ------------------
+# `sh -c` prints its own pid (its process group's: a session of its own) and that of a
+# `sleep` it leaves running in the background, as eole's train left its data workers.
+LEAVES_A_GRANDCHILD = ["sh", "-c", "echo $$; sleep 600 & echo $!"]
+WAITS_FOR_IT = ["sh", "-c", "echo $$; sleep 600 & echo $!; wait"]
+needs_linux = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="waiting for orphans needs Linux's subreaper"
+)
+
+
+@pytest.fixture(autouse=True)
+def no_orphans_adopted_after():
+    """The test process adopts its orphans (common.session) for these tests only."""
+    yield
+    common.adopt_orphans(False)
+
+
+def assert_none_left(group: int, grandchild: int) -> None:
+    """No process of the group is left, not even a zombie (each one was waited for)."""
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)
+
+
+@needs_linux
+def test_a_command_that_ended_leaves_no_process_of_its_group():
+    group, grandchild = map(int, peer.run(LEAVES_A_GRANDCHILD).split())
+    assert group != os.getpgid(0)  # a group of its own, not the script's
+    assert_none_left(group, grandchild)
+
+
+@needs_linux
+@pytest.mark.parametrize(
+    "stop", [KeyboardInterrupt, signal.SIGTERM, RuntimeError], ids=["ctrl-c", "sigterm", "error"]
+)
+def test_a_command_cut_short_leaves_no_process_of_its_group(stop):
+    """Ctrl-C, SIGTERM (`end_on_sigterm`: SystemExit) or an error while the command runs."""
+    previous = signal.getsignal(signal.SIGTERM)
+    common.end_on_sigterm()
+    try:
+        with (
+            pytest.raises((KeyboardInterrupt, SystemExit, RuntimeError)) as stopped,
+            common.session(WAITS_FOR_IT, stdout=subprocess.PIPE, text=True) as process,
+        ):
+            group, grandchild = int(process.stdout.readline()), int(process.stdout.readline())
+            assert process.poll() is None  # sh waits for its sleep
+            if stop == signal.SIGTERM:
+                signal.raise_signal(stop)  # raises SystemExit here, at once
+            raise stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if stop == signal.SIGTERM:
+        assert stopped.type is SystemExit and stopped.value.code == 143
+    else:
+        assert stopped.type is stop
+    assert_none_left(group, grandchild)

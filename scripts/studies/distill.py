@@ -35,7 +35,6 @@ from translator.data.layout import read_references, split_file
 from translator.deploy.export import export
 from translator.evaluation.scoring import score
 from translator.inference.text import Translator
-from translator.model.checkpoint import load as load_checkpoint
 from translator.runtime import keep_freed_memory
 
 # scripts/common.py, the helpers every script shares, loaded by its path: Python puts the
@@ -66,13 +65,14 @@ def timed(translate, sources: list[str], repeats: int) -> tuple[list[str], float
 
 
 def measure(name: str, spec: str, config, sources, references, repeats: int) -> tuple:
-    """One row's fields, as plain values: main runs it `alone`, in a fresh process."""
+    """One row's fields, as plain values: main runs it `alone`, in a fresh process. Each
+    model is opened as `translate` opens it (`Translator.from_checkpoint`)."""
     keep_freed_memory()
     path, _, alpha = spec.partition("@")
-    payload = load_checkpoint(path)
-    params = sum(t.numel() for t in payload["model"].values())
-    own = float(payload["config"]["decode"]["length_penalty"])
-    alpha = float(alpha) if alpha else own
+    own = Translator.from_checkpoint(path, "cpu", engine="torch", precision="fp32")
+    params = sum(t.numel() for t in own.engine.model.state_dict().values())  # as saved
+    alpha = float(alpha) if alpha else own.decode_cfg.length_penalty  # its own decode's
+    del own
     decode = replace(
         config.decode, split=False, nbest=0, batch_size=256, length_penalty=alpha, precision="fp32"
     )
@@ -84,12 +84,10 @@ def measure(name: str, spec: str, config, sources, references, repeats: int) -> 
         out, per_s[f"torch beam {beam}"] = timed(translator.translate, sources, repeats)
         bleu[f"torch beam {beam}"] = score(out, references).bleu
     with tempfile.TemporaryDirectory() as tmp:
-        from translator.inference.ct2_engine import CTranslate2Engine
-
         export(Path(path), Path(tmp) / "int8", "int8")
         greedy = replace(decode, beam=1, batch_size=32, precision="int8")
-        engine = CTranslate2Engine.from_dir(Path(tmp) / "int8", greedy, threads=1, workers=2)
-        ct2 = Translator(engine, greedy)
+        int8 = {"engine": "ctranslate2", "model_dir": str(Path(tmp) / "int8")}
+        ct2 = Translator.from_checkpoint(path, "cpu", replace(greedy, **int8, threads=1, workers=2))
         out, per_s["ct2 int8 greedy"] = timed(ct2.translate, sources, repeats)
         bleu["ct2 int8 greedy"] = score(out, references).bleu
     print(f"{name}: {bleu} {per_s}", flush=True)

@@ -17,6 +17,7 @@ lines printed). Ends with one line: "loops N, launches N, aborts N, other failur
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing
 import os
 import subprocess
@@ -26,6 +27,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the project
+
+# scripts/common.py, loaded by its path (a study's folder is first on the module path)
+_spec = importlib.util.spec_from_file_location("common", Path(__file__).parents[1] / "common.py")
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 ABORT_SIGNS = ("terminate called", "SIGABRT", "Signal 6")
@@ -56,9 +62,9 @@ def launch(config: Path, work: Path, run: str, *options: str) -> subprocess.Comp
     command = [str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "translator"]
     command += ["train", "-c", str(config), *sets, *options]
     env = os.environ | {"OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env, check=False
-    )
+    # in a session of its own: past the timeout, or on Ctrl-C, torchrun's workers are ended
+    # with it (subprocess.run would kill torchrun alone and leave them running)
+    return common.captured(command, timeout=600, cwd=ROOT, env=env)
 
 
 def one_loop(config: Path, work: Path) -> list[subprocess.CompletedProcess]:
@@ -83,6 +89,7 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy processes")
     parser.add_argument("-c", "--config", type=Path, default=ROOT / "configs/tiny.toml")
     args = parser.parse_args()
+    common.end_on_sigterm()  # SIGTERM, as Ctrl-C, ends the launches and the spinners
     if not TORCHRUN.exists():
         sys.exit(f"error: torchrun is not installed beside {sys.executable}")
 
