@@ -1,7 +1,8 @@
 # Set-up and the everyday commands. `make demo` and `make test` install what they need.
 PYTHON ?= python3
-# CPU build of PyTorch (on the project's build machines pip takes it from local disk).
-# On a GPU machine: make install TORCH=torch  (or any CUDA build in the supported range)
+# PyTorch's pin: a CPU build where the index serves one (the project's build machines take
+# it from local disk), else whatever build the index has. Another: make install TORCH=torch
+# (docs/install.md)
 TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUC
 # the tests whose paths depend on the CPU's instructions: precision, the step, its profile
 CPU_TESTS := tests/test_step.py tests/test_mixed_precision.py tests/test_onednn.py
 
-.PHONY: install browser demo test test-avx2 lint format splitters clean
+.PHONY: install browser demo test test-avx2 lint format cli-docs splitters clean
 
 install: $(STAMP)
 
@@ -63,6 +64,11 @@ lint: install
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# docs/cli.md, the command-line reference, written again from the CLI's help
+# (translator/cli/reference.py); tests/test_cli_reference.py fails until it is
+cli-docs: install
+	$(BIN)/python -c 'import pathlib, translator.cli.reference as r; pathlib.Path("docs/cli.md").write_text(r.reference(), encoding="utf-8")'
 
 # the sentence splitters document mode was chosen from, measured on WMT lines (docs/translating.md)
 splitters: install
