@@ -191,6 +191,11 @@ def option(default: Any, help: str, flag: str | None = "") -> Any:
     return field(default=default, metadata={"help": help, "flag": flag})
 
 
+def help_of(key: str) -> str:
+    """The help a [decode] key is declared with (also serve's description of it)."""
+    return next(f.metadata["help"] for f in dataclasses.fields(DecodeConfig) if f.name == key)
+
+
 @dataclass
 class EngineOptions:
     """What is fixed when an engine opens (inference/factory.py)."""

@@ -8,7 +8,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 
-from translator.config import ServeConfig
+from translator.config import ServeConfig, help_of
+
+BEAM = help_of("beam") + " (default: decode.beam)"
 
 
 class TranslateRequest(BaseModel):
@@ -18,9 +20,7 @@ class TranslateRequest(BaseModel):
     # and limits (a description here would not reach /openapi.json)
     text: list[str]
     beam: int | None = None
-    split: bool | None = Field(
-        None, description="Split each text into sentences (default: decode.split)."
-    )
+    split: bool | None = Field(None, description=help_of("split") + " (default: decode.split)")
     nbest: int = 0
     glossary: dict[str, str] | None = None
 
@@ -102,7 +102,7 @@ class ModelInfo(BaseModel):
         description="The first 12 hex digits of the checkpoint's SHA-256 (empty for an "
         "export written before exports recorded it)."
     )
-    engine: str = Field(description="torch (ours) or ctranslate2.")
+    engine: str = Field(description="The engine that decodes, as decode.engine names it.")
     precision: str
     decodes_from: str = Field(
         description="The name of what the engine decodes from: the checkpoint, or its "
@@ -154,8 +154,16 @@ def request_models(serve_cfg: ServeConfig) -> tuple[type[BaseModel], type[BaseMo
         "TranslateRequest",
         __base__=TranslateRequest,
         text=(list[text], Field(min_length=1, max_length=serve_cfg.max_sentences)),
-        beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam)),
-        nbest=(int, Field(0, ge=0, le=serve_cfg.max_beam)),
+        beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam, description=BEAM)),
+        nbest=(
+            int,
+            Field(
+                0,
+                ge=0,
+                le=serve_cfg.max_beam,
+                description="1 or more: that many hypotheses a text, at most the beam.",
+            ),
+        ),
         glossary=(dict[term, term] | None, Field(None, max_length=serve_cfg.max_glossary_entries)),
     )
     filled = Annotated[str, StringConstraints(min_length=1, max_length=serve_cfg.max_chars)]
@@ -178,6 +186,6 @@ def document_model(serve_cfg: ServeConfig) -> type[BaseModel]:
         "DocumentRequest",
         __base__=DocumentRequest,
         text=(Annotated[str, StringConstraints(max_length=serve_cfg.max_document_chars)], ...),
-        beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam)),
+        beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam, description=BEAM)),
         glossary=(dict[term, term] | None, Field(None, max_length=serve_cfg.max_glossary_entries)),
     )
