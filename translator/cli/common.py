@@ -117,7 +117,7 @@ def config_options(
     """A command that takes the keys of `section`'s `parts` (less `exclude`, plus `include`)
     as flags, passed as one argument named for the section: {config key: value or None}."""
     declared = [
-        (f, part)
+        (f, part, typing.get_type_hints(cls)[f.name])
         for part, cls in SECTIONS[section].items()
         for f in dataclasses.fields(cls)
         if (part in parts or f.name in include)
@@ -128,11 +128,11 @@ def config_options(
     def wrap(command):
         signature = inspect.signature(command, eval_str=True)
         kept = [p for p in signature.parameters.values() if p.name != section]
-        added = [_parameter(section, f, part) for f, part in declared]
+        added = [_parameter(section, *each) for each in declared]
 
         @functools.wraps(command)
         def wrapper(*args, **kwargs):
-            given = {f"{section}.{f.name}": kwargs.pop(f.name) for f, _ in declared}
+            given = {f"{section}.{f.name}": kwargs.pop(f.name) for f, _, _ in declared}
             return command(*args, **{section: given}, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=kept + added)
@@ -145,9 +145,9 @@ def config_options(
 decode_options = functools.partial(config_options, "decode")
 
 
-def _parameter(section: str, declared: dataclasses.Field, part: str) -> inspect.Parameter:
-    """The flag of a declared key, in its part's panel of the help; None when not given."""
-    hint = typing.get_type_hints(type(getattr(config_module.Config(), section)))[declared.name]
+def _parameter(section: str, declared: dataclasses.Field, part: str, hint) -> inspect.Parameter:
+    """The flag of a declared key (`hint`: its type), in its part's panel of the help; None
+    when not given."""
     kind = {bool: bool, int: int, float: float}.get(hint, str)
     names = (declared.metadata["flag"] or f"--{declared.name.replace('_', '-')}").split()
     if kind is bool and "/" not in names[0]:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -72,7 +72,6 @@ class Forced(NamedTuple):
     tokens: list[int]  # the token whose expectation is asked at each of its places
 
 
-@runtime_checkable
 class Engine(Protocol):
     """A model that searches: source ids in, each source's hypotheses out; all that the text
     path, the glossary, `serve` and `distill` ask of one (docs/architecture.md#extending)."""
@@ -125,17 +124,25 @@ def by_length(lengths: Sequence[int], size: int) -> list[list[int]]:
 
 
 def batches(
-    sources: Sources, size: int, guarded: Sequence[bool], digits: list[int], limits: list[int]
+    sources: Sources,
+    size: int,
+    guarded: Sequence[bool],
+    digits: list[int],
+    limits: list[int],
+    prefixes: dict[int, list[int]] | None = None,
 ) -> list[SearchBatch]:
-    """The indices of `sources`, sorted by length, in batches of `size`: the `guarded` ones
-    (which may not write the `digits`) apart from the others; `limits`: each source's."""
+    """The indices of `sources` (with `prefixes`: those it starts, each output starting with
+    its prefix), sorted by length, in batches of `size`: the `guarded` ones (which may not
+    write the `digits`) apart from the others; `limits`: each source's."""
+    given = range(len(sources)) if prefixes is None else list(prefixes)
     found = []
     for guard in (False, True):
-        rows = [i for i in range(len(sources)) if guarded[i] == guard]
+        rows = [i for i in given if guarded[i] == guard]
         never = NEVER_OUTPUT + digits if guard else NEVER_OUTPUT
         for part in by_length([len(sources[i]) for i in rows], size):
             chosen = [rows[k] for k in part]
-            found.append(SearchBatch(chosen, never, [limits[i] for i in chosen]))
+            starts = None if prefixes is None else [prefixes[i] for i in chosen]
+            found.append(SearchBatch(chosen, never, [limits[i] for i in chosen], starts))
     return found
 
 

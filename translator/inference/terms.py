@@ -18,12 +18,10 @@ from translator.config import DecodeConfig
 from translator.data import known_words, spans
 from translator.data.glossary import Glossary, Match, sentence_ends, term_ids
 from translator.inference.engine import (
-    NEVER_OUTPUT,
     Engine,
     Forced,
     Found,
     Scored,
-    SearchBatch,
     batches,
     by_length,
     detokenize,
@@ -107,8 +105,7 @@ class TermPolicy:
         todo = batches(sources, self.engine.batch_size(decode_cfg), guarded, self.digits, limits)
         found = self.engine.search(sources, todo, decode_cfg)
         if any(ids):
-            never = [NEVER_OUTPUT + self.digits if guard else NEVER_OUTPUT for guard in guarded]
-            TermPlacement(self, sources, never, limits, decode_cfg).run(found, ids)
+            TermPlacement(self, sources, guarded, limits, decode_cfg).run(found, ids)
         return found
 
     def of_pieces(self, pieces: Pieces, terms: Sequence[Sequence[str]], english) -> list[list[str]]:
@@ -136,9 +133,9 @@ class TermPlacement:
     on any engine: the model chooses where and writes what follows afresh
     (docs/translating.md#glossaries)."""
 
-    def __init__(self, policy: TermPolicy, sources, never, limits: list[int], decode_cfg):
-        self.policy, self.sources, self.never, self.decode_cfg = policy, sources, never, decode_cfg
-        self.engine, self.limits = policy.engine, limits
+    def __init__(self, policy: TermPolicy, sources, guarded, limits: list[int], decode_cfg):
+        self.policy, self.sources, self.guarded = policy, sources, guarded
+        self.engine, self.limits, self.decode_cfg = policy.engine, limits, decode_cfg
         self.ends = sentence_ends(self.engine.tgt_tok)
 
     def run(self, outputs: Found, ids: Sequence[list[list[int]]]) -> None:
@@ -209,14 +206,9 @@ class TermPlacement:
     def completed(self, prefixes: dict[int, list[int]]) -> dict[int, list[Scored]]:
         """Each row's hypotheses that start with its prefix, in batches cut as every search's
         are (those whose outputs write no digit apart)."""
-        todo = []
         size = self.engine.batch_size(self.decode_cfg)
-        for never in {tuple(self.never[i]) for i in prefixes}:
-            rows = [i for i in prefixes if tuple(self.never[i]) == never]
-            for part in by_length([len(self.sources[i]) for i in rows], size):
-                chosen = [rows[k] for k in part]
-                limits, starts = [self.limits[i] for i in chosen], [prefixes[i] for i in chosen]
-                todo.append(SearchBatch(chosen, list(never), limits, starts))
+        digits = self.policy.digits
+        todo = batches(self.sources, size, self.guarded, digits, self.limits, prefixes)
         found = self.engine.search(self.sources, todo, self.decode_cfg)
         return {i: found[i] for batch in todo for i in batch.rows}
 

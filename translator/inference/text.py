@@ -327,8 +327,9 @@ def changed(decode_cfg: DecodeConfig, *, opening: bool = False, **changes) -> De
     ValueError); what is fixed when an engine opens (EngineOptions) only while `opening`."""
     changes = {key: value for key, value in changes.items() if value is not None}
     fixed = {f.name for f in dataclasses.fields(EngineOptions)}
+    known = {f.name for f in dataclasses.fields(DecodeConfig)}
     for key in changes:
-        if key not in {f.name for f in dataclasses.fields(DecodeConfig)}:
+        if key not in known:
             raise ValueError(f"{key!r} is not a decoding option (a key of [decode])")
         if key in fixed and not opening:
             raise ValueError(
