@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
+from translator.data.splitting import join, sentences
 from translator.data.tokenizer import EOS
-from translator.inference.sentences import Cutter, join, sentences, units
+from translator.inference.sentences import Cutter, units
 from translator.inference.text import Translator
 
 PROJECT = Path(__file__).resolve().parents[1]  # for configs/tiny.toml beside --checkpoint

@@ -109,8 +109,9 @@ def serve_outputs(translator) -> dict:
         found, tokens = decoder.decode(LINES, settings)
         results[name] = {"found": hypotheses(found), "tokens": tokens}
 
-    async def translate(texts):
-        return [h.text for h in best(decoder.decode(texts, Settings(beam=1, split=True))[0])]
+    async def translate(request):
+        settings = Settings(beam=1, split=True, glossary=tuple(request.terms.items()))
+        return [h.text for h in best(decoder.decode(request.texts, settings)[0])]
 
     from translator.deploy.libretranslate import translate_html
 

@@ -259,7 +259,7 @@ def tab_to(page, selector: str, most: int = 40) -> None:
 def test_the_page_works_from_the_keyboard_alone(site, page):
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     opened(page, site)
-    for label in ("Beam", "Translate as I type", "Translate a file (.txt)"):
+    for label in ("Beam", "Translate as I type", "Translate a file"):
         assert page.get_by_label(label, exact=True).count() == 1, label
     assert page.get_by_role("textbox", name="English", exact=True).count() == 1
     for button in ("Translate", "Clear", "Copy"):

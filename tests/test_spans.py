@@ -193,14 +193,14 @@ def test_the_text_path_carries_spans_as_placeholders_and_names_the_lost(masked_r
     found = dropping.translate([line], nbest=1)[0][0]
     assert "⦅" not in found.text and "https://example.com" not in found.text
     assert found.lost == ("https://example.com",)
-    assert dropping.spans_lost == 1
+    assert dropping.counts["spans_lost"] == 1
     dropping.translate(line, beam=1)  # a copy with other settings counts into the same total
-    assert dropping.spans_lost == 2
+    assert dropping.counts["spans_lost"] == 2
     guarded = dropping.with_decode(span_guard=True)
     found = guarded.translate([line], nbest=1)[0][0]
     assert found.text == "It costs 12.50 dollars.Order KX-4821 came at https://example.com."
     assert found.lost == () and found.appended == ("https://example.com",)
-    assert (guarded.spans_lost, guarded.spans_appended) == (2, 1)
+    assert (guarded.counts["spans_lost"], guarded.counts["spans_appended"]) == (2, 1)
 
 
 def test_a_placeholder_the_model_writes_on_its_own_never_reaches_the_output(masked_run):
@@ -352,8 +352,8 @@ def test_a_placeholder_model_gives_the_same_output_and_losses_on_both_engines(
         if guard:
             assert all(not spans_lost for _, spans_lost, _ in found[0])
     assert appended > 0  # this tiny model drops spans, which the guard puts back
-    assert ours.spans_lost == theirs.spans_lost == lost
-    assert ours.spans_appended == theirs.spans_appended == appended
+    assert ours.counts["spans_lost"] == theirs.counts["spans_lost"] == lost
+    assert ours.counts["spans_appended"] == theirs.counts["spans_appended"] == appended
 
 
 def test_the_digit_guard_keeps_digits_out_where_the_source_has_none(masked_model):

@@ -299,7 +299,8 @@ class ServeConfig:
     warm_up: bool = True  # decode a few batches at start-up, before /ready says 200
     max_sentences: int = 256  # a request's sentences after splitting (its texts too)
     max_chars: int = 1000  # a text's (a document's sentences are cut to it)
-    max_document_chars: int = 100_000  # a document (POST /document, the page's file)
+    max_document_chars: int = 100_000  # a document's text (POST /document, the page's file)
+    max_document_kb: int = 10_240  # an uploaded file (/document, /lt/translate_file, the page)
     max_beam: int = 8
     max_glossary_entries: int = 1000  # entries of a request's own glossary
     max_glossary_kb: int = 64  # ... and their size, English and Chinese, in UTF-8
@@ -323,7 +324,8 @@ class ServeConfig:
         _positive(
             "serve",
             self,
-            "max_sentences max_chars max_document_chars max_beam max_glossary_entries "
+            "max_sentences max_chars max_document_chars max_document_kb max_beam "
+            "max_glossary_entries "
             "max_glossary_kb max_term_chars max_queue max_body_kb read_timeout_s "
             "request_timeout_s busy_s header_timeout_s max_connections",
         )

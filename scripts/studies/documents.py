@@ -29,8 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from translator.data.splitting import join
 from translator.evaluation.scoring import read_eval_set, score
-from translator.inference.sentences import join, units
+from translator.inference.sentences import units
 from translator.inference.text import Translator
 from translator.model.rundir import checkpoint_in
 

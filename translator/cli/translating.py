@@ -40,12 +40,27 @@ def translate(
             "--input",
             "-i",
             help="File of English text; each line is split into sentences and gives one "
-            "output line.",
+            "output line. A document (.docx .pptx .odt .epub .html .md .srt .vtt .po .xliff) "
+            "is translated with its structure kept.",
         ),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write translations here.")
     ] = None,
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Read --input as this format (txt, md, html, srt, vtt, docx, pptx, odt, epub, "
+            "po, xliff) whatever its extension.",
+        ),
+    ] = None,
+    retranslate: Annotated[
+        bool,
+        typer.Option(
+            "--retranslate", help="PO and XLIFF: translate again the entries translated already."
+        ),
+    ] = False,
     checkpoint: CheckpointOpt = None,
     device: DeviceOpt = None,
     report_time: Annotated[
@@ -62,36 +77,27 @@ def translate(
     text: a prompt on a terminal, else stdin line by line as it arrives."""
     import time
 
-    from translator.data.lines import read_lines, read_stdin_lines, write_lines
+    from translator.data.lines import read_lines, read_stdin_lines
     from translator.inference.text import Translator
 
+    document = read_document(input, output, format_, retranslate, bool(text))
     streaming = (not text or text == ["-"]) and input is None
     sentences: list[str] = []
     for item in [] if streaming else text or []:
         sentences.extend(read_stdin_lines() if item == "-" else [item])
-    if input is not None:
+    if input is not None and document is None:
         sentences.extend(read_lines(input))
     config = config_module.load(config_file, set_ or [], {"train.device": device} | decode)
     setup_process()
     translator = Translator.open(config, default_checkpoint(config, checkpoint))
     started = time.perf_counter()
-    glossary = translator.glossary  # loaded before anything is translated
-    typer.echo(translator.model_line, err=True)
-    typer.echo(translator.engine_line, err=True)
-    if glossary is not None:
-        typer.echo(
-            f"glossary: {len(translator.glossary):,} entries from {config.decode.glossary}; "
-            f"terms are kept by {translator.terms.mechanism(translator.decode_cfg)}",
-            err=True,
-        )
-    if streaming:
+    opened(translator, config.decode.glossary)
+    if document is not None:
+        translate_document(translator, document, output)
+    elif streaming:
         translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
     else:
-        results = rendered(sentences, translator.translate(sentences))
-        if output is not None:
-            write_lines(output, results)
-        else:
-            sys.stdout.write("".join(r + "\n" for r in results))
+        write_translations(translator, sentences, output)
         if report_time:
             seconds = time.perf_counter() - started
             typer.echo(
@@ -102,9 +108,85 @@ def translate(
     report(translator)
 
 
+def opened(translator, glossary_file: str) -> None:
+    """What translate says on stderr once the model is open: which model and engine, and
+    the glossary (loaded here, before anything is translated)."""
+    glossary = translator.glossary  # a bad one is the one line printed
+    typer.echo(translator.model_line, err=True)
+    typer.echo(translator.engine_line, err=True)
+    if glossary is not None:
+        typer.echo(
+            f"glossary: {len(glossary):,} entries from {glossary_file}; "
+            f"terms are kept by {translator.terms.mechanism(translator.decode_cfg)}",
+            err=True,
+        )
+
+
+def write_translations(translator, sentences: list[str], output: Path | None) -> None:
+    """`sentences` translated, one output line each, into --output or stdout."""
+    from translator.data.lines import write_lines
+
+    results = rendered(sentences, translator.translate(sentences))
+    if output is not None:
+        write_lines(output, results)
+    else:
+        sys.stdout.write("".join(r + "\n" for r in results))
+
+
+def read_document(
+    path: Path | None, output: Path | None, given: str | None, retranslate: bool, texts: bool
+):
+    """The document --input holds, read and checked before a model is loaded (so that a
+    file that cannot be read is the one line printed); None for lines of text (.txt, and
+    any extension no format has, without --format)."""
+    from translator.documents.conversion import media_type, read
+    from translator.documents.document import FORMATS, format_name
+
+    if path is None:
+        if given or retranslate:
+            raise UserError("--format and --retranslate go with --input FILE")
+        return None
+    suffix = path.suffix.lower().lstrip(".")
+    if given is None and suffix not in FORMATS.names() or (given or suffix) == "txt":
+        if retranslate:
+            raise UserError("--retranslate is for PO and XLIFF files")
+        return None
+    name = format_name(path, given)
+    if texts:
+        raise UserError(f"{path} is a document: it is translated alone, without text arguments")
+    if output is None and not media_type(name).startswith("text/"):
+        raise UserError(f"a .{name} translation is a file: give --output FILE")
+    if output is not None and output.resolve() == path.resolve():
+        raise UserError(f"{output}: the output would overwrite the input; name another file")
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    return read(path.read_bytes(), name, retranslate)
+
+
+def translate_document(translator, document, output: Path | None) -> None:
+    """A document translated into --output (or stdout), and a line on stderr of what was
+    translated and what lost its formatting."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        target = output or Path(tmp) / "translation"
+        counts = translator.translate_document(document, target)
+        if output is None:
+            sys.stdout.buffer.write(target.read_bytes())
+    notes = [f"{counts.spans_near:,} placed approximately"] if counts.spans_near else []
+    if counts.spans_unplaced:
+        notes.append(f"{counts.spans_unplaced:,} lost their formatting, not their words")
+    line = f"document: {counts.units:,} units translated, {counts.spans:,} formatted spans"
+    line += f" ({'; '.join(notes)})" if notes else ""
+    if counts.kept_moved:
+        line += f"; {counts.kept_moved:,} kept pieces (code, placeholders) put at their "
+        line += "paragraph's end"
+    typer.echo(line + (f"; written to {output}" if output else ""), err=True)
+
+
 def report(translator) -> None:
     """translate's summary on stderr: protected spans lost or moved, glossary terms, names."""
-    lost, appended = translator.spans_lost, translator.spans_appended
+    lost, appended = translator.counts["spans_lost"], translator.counts["spans_appended"]
     if lost:
         typer.echo(
             f"warning: {lost} protected span{'s' if lost > 1 else ''} (URLs, e-mail "

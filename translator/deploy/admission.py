@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from translator.deploy.access import accepted, presented, refused
 from translator.deploy.limits import BadRequest, respond
 
-TRANSLATING = ("/translate", "/document", "/lt/translate")  # requests that join the queue
+# requests that join the queue
+TRANSLATING = ("/translate", "/document", "/lt/translate", "/lt/translate_file")
 PRUNE_EVERY_S = 60.0
 
 

@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 from translator.config import ServeConfig, nbest_within_beam
 from translator.data.glossary import Glossary
 from translator.data.normalization import normalize_en
+from translator.data.splitting import sentences
 from translator.deploy.decoder import Settings
 from translator.deploy.limits import BadRequest
 from translator.errors import UserError
-from translator.inference.sentences import sentences
 
 T = TypeVar("T")
 

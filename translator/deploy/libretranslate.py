@@ -4,16 +4,28 @@ LibreTranslate's `{"error": ...}`: 400 for a bad request, 403 for a missing or w
 """
 
 import asyncio
-import html  # no `from __future__ import annotations`: FastAPI reads the routes' types
-from html.parser import HTMLParser
-from typing import Any
-from urllib.parse import parse_qs
+from typing import Any  # no `from __future__ import annotations`: FastAPI reads the routes' types
+from urllib.parse import parse_qs, quote
 
 from translator.config import ServeConfig
 from translator.deploy.access import accepted, presented
 from translator.deploy.decoder import best
 from translator.deploy.intake import check_sentences, costs, off_loop
 from translator.deploy.limits import BadRequest, parse_json
+from translator.deploy.uploads import (
+    Downloads,
+    Translate,
+    attachment,
+    form_file,
+    format_of,
+    queued,
+    translated,
+    translated_file,
+    translated_name,
+)
+from translator.documents import conversion
+from translator.documents.conversion import media_type
+from translator.documents.document import FORMATS
 
 SOURCES, TARGETS = ("en", "auto"), ("zh", "zh-Hans", "zh-CN")
 LANGUAGES = [
@@ -65,64 +77,28 @@ def texts_of(fields: dict[str, Any], serve_cfg: ServeConfig) -> tuple[list[str],
     for name in ("source", "target", "format", "api_key"):
         if not isinstance(fields.get(name, ""), str | None):
             raise BadRequest(400, f"Invalid request: {name} must be a string")
-    if fields.get("source", "en") not in SOURCES:
-        raise BadRequest(400, f"{fields.get('source')} is not supported: the source is en")
-    if fields.get("target", "zh") not in TARGETS:
-        raise BadRequest(400, f"{fields.get('target')} is not supported: the target is zh")
+    check_languages(fields)
     if fields.get("format", "text") not in ("text", "html"):
         raise BadRequest(400, "Invalid request: format is text or html")
     return texts, listed
 
 
-class Markup(HTMLParser):
-    """HTML cut into markup (kept as written) and text nodes (to translate); the text of
-    <script> and <style> is markup."""
-
-    def __init__(self, source: str):
-        super().__init__(convert_charrefs=True)
-        self.parts: list[tuple[bool, str]] = []  # (is text, content)
-        self._raw = 0
-        self.feed(source)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        self._raw += tag in ("script", "style")
-        self.parts.append((False, self.get_starttag_text()))
-
-    def handle_startendtag(self, tag, attrs):
-        self.parts.append((False, self.get_starttag_text()))
-
-    def handle_endtag(self, tag):
-        self._raw -= tag in ("script", "style") and self._raw > 0
-        self.parts.append((False, f"</{tag}>"))
-
-    def handle_data(self, data):
-        self.parts.append((not self._raw and bool(data.strip()), data))
-
-    def handle_comment(self, data):
-        self.parts.append((False, f"<!--{data}-->"))
-
-    def handle_decl(self, decl):
-        self.parts.append((False, f"<!{decl}>"))
+def check_languages(fields: dict[str, Any]) -> None:
+    """A 400 for a source other than English or a target other than Chinese."""
+    if fields.get("source", "en") not in SOURCES:
+        raise BadRequest(400, f"{fields.get('source')} is not supported: the source is en")
+    if fields.get("target", "zh") not in TARGETS:
+        raise BadRequest(400, f"{fields.get('target')} is not supported: the target is zh")
 
 
-async def translate_html(pages: list[str], translate) -> list[str]:
-    """Each page with its text nodes translated in one call, markup kept; parsed in a worker
-    thread, as CPython's HTML parser takes time quadratic in an unclosed tag (gh-135462),
-    bounded by serve.max_chars a page."""
-    parsed = await asyncio.to_thread(lambda: [Markup(page).parts for page in pages])
-    nodes = [text.strip() for parts in parsed for is_text, text in parts if is_text]
-    done = iter(await translate(nodes))
+async def translate_html(pages: list[str], translate: Translate) -> list[str]:
+    """Each page translated as an .html file is (documents/formats/html.py): the words of
+    each block with their inline markup around them, every tag and attribute as written."""
     out = []
-    for parts in parsed:
-        pieces = []
-        for is_text, text in parts:
-            if not is_text:  # markup, blank space, or the inside of <script>/<style>
-                pieces.append(text)
-                continue
-            lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-            pieces.append(lead + html.escape(next(done), quote=False) + trail)
-        out.append("".join(pieces))
+    for page in pages:
+        document = await asyncio.to_thread(conversion.read, page.encode("utf-8"), "html")
+        data, _ = await translated(document, translate)
+        out.append(data.decode("utf-8"))
     return out
 
 
@@ -155,7 +131,7 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
         fields = await fields_of(request, keys)
         texts, listed = texts_of(fields, serve_cfg)
         if fields.get("format") == "html":
-            done = await translate_html(texts, translate)
+            done = await translate_html(texts, queued(batcher, settings, serve_cfg))
         else:
             done = await translate(texts)
         answer: dict[str, Any] = {"translatedText": done if listed else done[0]}
@@ -172,3 +148,74 @@ def add_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str], 
         """Every text is taken for English: it is the only source language."""
         texts_of(await fields_of(request, keys), serve_cfg)
         return [{"confidence": 100.0, "language": "en"}]
+
+    add_file_routes(app, batcher, serve_cfg, settings, keys)
+
+
+def add_file_routes(app, batcher, serve_cfg: ServeConfig, settings, keys: list[str]) -> None:
+    """LibreTranslate's files: /lt/translate_file, /lt/download_file and the settings its
+    own page reads (/lt/frontend/settings)."""
+    from fastapi import Request
+
+    from translator.deploy.schema import FILE_ANSWER, ErrorResponse, upload_schema
+
+    refusals = {status: {"model": ErrorResponse} for status in (400, 403, 413, 503)}
+    downloads = Downloads()
+
+    upload = {"multipart/form-data": {"schema": upload_schema("source", "target", "api_key")}}
+
+    @app.post(
+        "/lt/translate_file",
+        responses=refusals,
+        openapi_extra={"requestBody": {"required": True, "content": upload}},
+        tags=["LibreTranslate"],
+    )
+    async def lt_translate_file(request: Request):
+        """LibreTranslate's /translate_file: a multipart form with file, source, target and
+        api_key; answers {"translatedFileUrl": …}, where the translation can be downloaded
+        for ten minutes."""
+        body, kind = await request.body(), request.headers.get("content-type", "")
+        if not kind.startswith("multipart/form-data"):
+            raise BadRequest(400, "Invalid request: send the file as multipart/form-data")
+        filename, data, fields = await off_loop(len(body), lambda: form_file(body, kind, serve_cfg))
+        if keys and not accepted(str(fields.get("api_key") or presented(request.scope)), keys):
+            raise BadRequest(403, "Invalid API key")
+        check_languages(fields)
+        name = format_of(filename)
+        translate = queued(batcher, settings, serve_cfg)
+        out, _ = await translated_file(data, name, translate, serve_cfg)
+        kept = downloads.add(translated_name(filename, name), out, media_type(name))
+        base = str(request.base_url).rstrip("/")
+        return {"translatedFileUrl": f"{base}/lt/download_file/{quote(kept)}"}
+
+    @app.get(
+        "/lt/download_file/{name}",
+        responses={200: FILE_ANSWER, 404: {"model": ErrorResponse}},
+        tags=["LibreTranslate"],
+    )
+    async def lt_download_file(name: str):
+        """A file /lt/translate_file translated, for ten minutes after."""
+        from fastapi import Response
+
+        kept = downloads.get(name)
+        if kept is None:
+            raise BadRequest(404, "no such file (a translation is kept for ten minutes)")
+        data, kind = kept
+        return Response(data, media_type=kind, headers=attachment(name.split(".", 1)[1]))
+
+    @app.get("/lt/frontend/settings", tags=["LibreTranslate"])
+    async def lt_settings():
+        """What LibreTranslate's own page asks of a server before it shows itself."""
+        return {
+            "charLimit": serve_cfg.max_chars,
+            "frontendTimeout": 500,
+            "apiKeys": bool(keys),
+            "keyRequired": bool(keys),
+            "suggestions": False,
+            "filesTranslation": True,
+            "supportedFilesFormat": [f".{name}" for name in FORMATS.names()],
+            "language": {
+                "source": {"code": "en", "name": "English"},
+                "target": {"code": "zh", "name": "Chinese"},
+            },
+        }

@@ -92,22 +92,33 @@ class _Gone(Exception):
 class Limits:
     """The ASGI middleware: bounded body reading, timeouts, and cancelling for clients gone."""
 
-    def __init__(self, app, max_body: int, read_timeout: float, request_timeout: float):
+    def __init__(
+        self,
+        app,
+        max_body: int,
+        read_timeout: float,
+        request_timeout: float,
+        max_file: int = 0,
+        file_paths: tuple[str, ...] = (),
+    ):
         self.app, self.max_body = app, max_body
         self.read_timeout, self.request_timeout = read_timeout, request_timeout
+        self.max_file, self.file_paths = max_file or max_body, file_paths  # uploads
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
             await self.app(scope, receive, send)
             return
+        upload = _upload(scope, self.file_paths)
+        limit = self.max_file if upload else self.max_body
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_body:
-            await respond(send, 413, self._too_large())
+        if declared is not None and declared > limit:
+            await respond(send, 413, self._too_large(upload))
             return
         try:
-            body = await asyncio.wait_for(self._read(receive), self.read_timeout)
+            body = await asyncio.wait_for(self._read(receive, limit), self.read_timeout)
         except _TooLarge:
-            await respond(send, 413, self._too_large())
+            await respond(send, 413, self._too_large(upload))
             return
         except TimeoutError:
             message = f"the request body did not arrive within {self.read_timeout:g} s"
@@ -118,7 +129,7 @@ class Limits:
             return
         await self._answer(scope, body, receive, send)
 
-    async def _read(self, receive) -> bytes:
+    async def _read(self, receive, limit: int) -> bytes:
         chunks, size = [], 0
         while True:
             message = await receive()
@@ -126,7 +137,7 @@ class Limits:
                 raise _Gone
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body:
+            if size > limit:
                 raise _TooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -169,8 +180,19 @@ class Limits:
             message = f"no answer within serve.request_timeout_s ({self.request_timeout:g} s)"
             await respond(send, 503, message)
 
-    def _too_large(self) -> str:
-        return f"the body is larger than serve.max_body_kb ({self.max_body // 1024} KB)"
+    def _too_large(self, upload: bool) -> str:
+        if not upload:
+            return f"the body is larger than serve.max_body_kb ({self.max_body // 1024} KB)"
+        kb = self.max_file // 1024 - 64
+        return f"the file is larger than serve.max_document_kb ({kb:,} KB)"
+
+
+def _upload(scope, paths: tuple[str, ...]) -> bool:
+    """Whether a request is a file upload: a multipart form to one of `paths`."""
+    if scope.get("path") not in paths:
+        return False
+    kind = dict(scope.get("headers", [])).get(b"content-type", b"")
+    return kind.startswith(b"multipart/form-data")
 
 
 async def _disconnected(receive, gone: asyncio.Event) -> None:

@@ -189,3 +189,22 @@ def document_model(serve_cfg: ServeConfig) -> type[BaseModel]:
         beam=(int | None, Field(None, ge=1, le=serve_cfg.max_beam, description=BEAM)),
         glossary=(dict[term, term] | None, Field(None, max_length=serve_cfg.max_glossary_entries)),
     )
+
+
+def upload_schema(*fields: str) -> dict:
+    """A multipart form's schema: the file, and `fields` (strings) beside it."""
+    described = {
+        "format": "the format to read the file as, where its extension does not say",
+        "beam": "the beam size (1 to serve.max_beam)",
+        "glossary": "a JSON object of English terms and their Chinese",
+        "retranslate": "true: PO and XLIFF entries translated already are translated again",
+        "source": "en or auto",
+        "target": "zh",
+        "api_key": "the API key, where the server needs one",
+    }
+    properties = {"file": {"type": "string", "format": "binary", "description": "the file"}}
+    properties |= {name: {"type": "string", "description": described[name]} for name in fields}
+    return {"type": "object", "required": ["file"], "properties": properties}
+
+
+FILE_ANSWER = {"description": "The file, translated, in its own format", "content": {"*/*": {}}}

@@ -12,17 +12,18 @@ import time
 from importlib import resources
 
 from translator.config import DecodeConfig, ServeConfig
+from translator.data.splitting import join
 from translator.deploy.access import RequireKey, api_keys
 from translator.deploy.admission import Admission
 from translator.deploy.batcher import Batcher, Decoder
 from translator.deploy.decoder import Settings, best
-from translator.deploy.intake import check_document, check_request, document_units, off_loop
+from translator.deploy.intake import check_document, check_request, off_loop
 from translator.deploy.libretranslate import add_routes
 from translator.deploy.limits import BadRequest, Limits, parse_json
 from translator.deploy.observe import Metrics, Observe
+from translator.deploy.uploads import FILE_PATHS, file_answer, lines_translated
 from translator.errors import UserError
 from translator.inference.hypothesis import Hypothesis
-from translator.inference.sentences import join
 
 
 def require_fastapi() -> None:
@@ -43,13 +44,7 @@ async def translated_document(
     on its lines; its sentences go through the queue `window` at a time."""
     ending = "\r\n" if "\r\n" in text else "\n"
     lines = [line.rstrip("\r") for line in text.split("\n")]
-    units, owners = await asyncio.to_thread(document_units, lines, max_chars)
-    found: list[list[Hypothesis]] = [[] for _ in lines]
-    for start in range(0, len(units), window):
-        part = units[start : start + window]
-        top = best(await batcher.translate(part, settings, admitted=start > 0))
-        for line, hypothesis in zip(owners[start : start + window], top, strict=True):
-            found[line].append(hypothesis)
+    found = await lines_translated(batcher, lines, settings, window, max_chars)
     out, notes = list(lines), []
     for i, hypotheses in enumerate(found):
         if not hypotheses:
@@ -62,7 +57,7 @@ async def translated_document(
         }
         if any(note.values()):
             notes.append({"line": i + 1, **note})
-    return {"translation": ending.join(out), "lines": len(set(owners)), "notes": notes}
+    return {"translation": ending.join(out), "lines": sum(map(bool, found)), "notes": notes}
 
 
 MODEL_FIELDS = ("run", "checkpoint", "sha256", "engine", "precision", "decodes_from")
@@ -75,7 +70,7 @@ def model_of(about: dict) -> dict[str, str]:
 
 
 LIMITS = (  # what /info says of serve's limits
-    *("max_sentences", "max_chars", "max_beam", "max_document_chars"),
+    *("max_sentences", "max_chars", "max_beam", "max_document_chars", "max_document_kb"),
     *("max_glossary_entries", "max_term_chars"),
 )
 
@@ -134,6 +129,8 @@ def add_middleware(app, service: Service) -> None:
     app.add_middleware(
         Limits,
         max_body=serve_cfg.max_body_kb * 1024,
+        max_file=(serve_cfg.max_document_kb + 64) * 1024,  # the file and its form
+        file_paths=FILE_PATHS,
         read_timeout=serve_cfg.read_timeout_s,
         request_timeout=serve_cfg.request_timeout_s,
     )
@@ -165,12 +162,17 @@ def add_error_handlers(app, serve_cfg: ServeConfig) -> None:
     else: a 500 naming what failed, never a traceback."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, exc: BadRequest):
         if exc.status == 503:
             await asyncio.sleep(serve_cfg.refusal_delay_s)
         return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def not_routed(request: Request, exc: StarletteHTTPException):  # 404, 405
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
 
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception):
@@ -188,17 +190,21 @@ def add_translation(app, service: Service, ours) -> None:
     from fastapi import Request
 
     from translator.deploy.schema import (
+        FILE_ANSWER,
         DocumentResponse,
         ErrorResponse,
         TranslateResponse,
         document_model,
+        upload_schema,
     )
 
     serve_cfg, defaults, batcher = service.serve_cfg, service.defaults, service.batcher
     errors = {status: {"model": ErrorResponse} for status in ERRORS}
 
-    def json_body(model) -> dict:
+    def json_body(model, upload: dict | None = None) -> dict:
         content = {"application/json": {"schema": model.model_json_schema()}}
+        if upload:
+            content["multipart/form-data"] = {"schema": upload}
         return {"requestBody": {"required": True, "content": content}}
 
     @app.post(
@@ -223,11 +229,17 @@ def add_translation(app, service: Service, ours) -> None:
     @app.post(
         "/document",
         response_model=DocumentResponse,
-        responses=errors,
-        openapi_extra=json_body(document),
+        responses=errors | {200: FILE_ANSWER},  # JSON, or a file in its format
+        openapi_extra=json_body(
+            document, upload_schema("format", "beam", "glossary", "retranslate")
+        ),
     )
     async def translate_document(request: Request):
-        """Translate a document line by line, each line sentence by sentence."""
+        """Translate a document: JSON text line by line, each line sentence by sentence; or
+        a file (multipart/form-data, field `file`; .docx .pptx .odt .epub .html .md .srt
+        .vtt .po .xliff .txt), answered as its translation in its own format."""
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            return await file_answer(request, batcher, serve_cfg, defaults, document)
         started = time.perf_counter()
         body = await request.body()
         text, settings = await off_loop(

@@ -94,9 +94,9 @@ def entity_score(
     translator: Translator, suite: Sequence[entities.EntitySentence]
 ) -> tuple[EntityScore, list[dict]]:
     """The suite translated and scored, and the sentences that lost a span."""
-    appended = translator.spans_appended
+    appended = translator.counts["spans_appended"]
     outputs = translator.translate([s.text for s in suite], split=False, nbest=0)
-    appended = translator.spans_appended - appended
+    appended = translator.counts["spans_appended"] - appended
     by_kind = {kind: [0, 0] for kind in entities.KINDS}
     invented, lost_examples = 0, []
     for sentence, output in zip(suite, outputs, strict=True):

@@ -13,19 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from translator.data.splitting import sentences
 from translator.data.tokenizer import EOS, Tokenizer, encode, source_prefix
 
 CLAUSE_END = re.compile(r"[.!?,;:)\]}\u2013\u2014]$")  # a piece that may end a clause
 _WORD_START = "\u2581"  # SentencePiece's mark of a piece that begins a word
-_LATIN_END, _LATIN_START = re.compile(r"[A-Za-z0-9]$"), re.compile(r"^[A-Za-z0-9]")
-
-
-def sentences(line: str) -> list[str]:
-    """An English line's sentences, in order; blank → none. The splitter is sentencex,
-    chosen by measured accuracy (docs/translating.md#documents-and-long-lines)."""
-    from sentencex import segment
-
-    return [s.strip() for s in segment("en", line) if s.strip()]
 
 
 @dataclass
@@ -91,16 +83,3 @@ def units(texts: Sequence[str], split: bool) -> tuple[list[str], list[int]]:
         out += parts
         owners += [i] * len(parts)
     return out, owners
-
-
-def join(translations: Sequence[str]) -> str:
-    """Translations of consecutive sentences as one line: no space between them, except
-    between two Latin letters or digits (a name or number at both ends)."""
-    text = ""
-    for part in translations:
-        if not part:
-            continue
-        if text and _LATIN_END.search(text) and _LATIN_START.search(part):
-            text += " "
-        text += part
-    return text

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from translator.atomic import atomic_write
 from translator.config import (
     SAMPLING_KEEPS_NO_TERMS,
     Config,
@@ -42,6 +43,10 @@ from translator.config import (
 from translator.data import spans
 from translator.data.glossary import Glossary
 from translator.data.normalization import normalize_en
+from translator.data.splitting import join
+from translator.documents import conversion
+from translator.documents.document import Document, format_name
+from translator.documents.inline import Counts, Request
 from translator.errors import UserError
 from translator.inference import sentences
 from translator.inference.casing import Recaser
@@ -174,6 +179,53 @@ class Translator:
         lines = self.nbest_lines(sentences, given.over(self.glossary) if given else None)
         return lines if self.decode_cfg.nbest else [f[0].text if f else "" for f in lines]
 
+    def translate_file(
+        self,
+        path: str | Path,
+        out: str | Path,
+        *,
+        format: str | None = None,  # noqa: A002
+        glossary: Glossary | Mapping[str, str] | str | Path | None = None,
+        retranslate: bool = False,
+        **options,
+    ) -> Counts:
+        """A document (.docx .pptx .odt .epub .html .md .srt .vtt .po .xliff .txt: its
+        extension or `format` says which) translated into `out`, its structure and inline
+        formatting kept (docs/documents.md); `path` is only read. `retranslate`: PO and
+        XLIFF entries translated already are translated again. `glossary` and `options` as
+        for `translate`. Returns what was counted."""
+        if Path(out).resolve() == Path(path).resolve():
+            raise UserError(f"{out}: the output would overwrite the input; name another file")
+        name = format_name(path, format)
+        document = conversion.read(Path(path).read_bytes(), name, retranslate)
+        return self.translate_document(document, out, glossary=glossary, **options)
+
+    def translate_document(
+        self,
+        document: Document,
+        out: str | Path,
+        *,
+        glossary: Glossary | Mapping[str, str] | str | Path | None = None,
+        **options,
+    ) -> Counts:
+        """A document read already (documents/conversion.py's `read`) translated into `out`,
+        written atomically; as `translate_file`."""
+        if (options.get("nbest") or self.decode_cfg.nbest) and options.get("nbest") != 0:
+            raise UserError("a document is written with the best translations: drop --nbest")
+        given = Glossary.open(glossary)
+        sampling = options.get("sample", self.decode_cfg.sample)
+
+        def call(request: Request) -> list[str]:
+            terms = Glossary.of(request.terms, "the document's formatting")
+            laid = given.over(terms) if given else terms
+            chosen = laid if (request.terms and not sampling) else given
+            return self.translate(request.texts, glossary=chosen, **options)
+
+        split = options.get("split", self.decode_cfg.split)
+        written, counts = conversion.translated(document, call, split)
+        atomic_write(Path(out), lambda tmp: Path(tmp).write_bytes(written))
+        return counts
+
     @property
     def glossary(self) -> Glossary | None:
         """decode.glossary's entries, loaded on first use (None without one)."""
@@ -264,7 +316,7 @@ class Translator:
             texts, lost, appended, missed, score = [], [], [], [], 0.0
             for unit in units:
                 chosen = [p[min(i, len(p) - 1)] for p in unit.pieces]
-                text = sentences.join([self.detokenize(ids) for ids, _ in chosen])
+                text = join([self.detokenize(ids) for ids, _ in chosen])
                 if self.placeholders:  # also where it has none: a ⦅n⦆ of its own goes
                     unmasked = spans.unmask(text, unit.spans, self.decode_cfg.span_guard)
                     text, appended = unmasked.text, appended + unmasked.appended
@@ -273,7 +325,7 @@ class Translator:
                 missed += missing_terms(unit.terms, text)
                 score += sum(s for _, s in chosen)
             named = tuple(lost), tuple(appended), tuple(missed)
-            combined.append(Hypothesis(sentences.join(texts), score, *named))
+            combined.append(Hypothesis(join(texts), score, *named))
         return combined
 
     def decoded(self, sentence: str) -> tuple[np.ndarray, list[int]]:
@@ -310,16 +362,6 @@ class Translator:
                 )
             found.append(first)
         return found
-
-    @property
-    def spans_lost(self) -> int:
-        """Protected spans missing from the best translations of every call so far."""
-        return self.counts["spans_lost"]
-
-    @property
-    def spans_appended(self) -> int:
-        """Spans decode.span_guard put at their sentence's end in the best translations so far."""
-        return self.counts["spans_appended"]
 
 
 def changed(decode_cfg: DecodeConfig, *, opening: bool = False, **changes) -> DecodeConfig:
