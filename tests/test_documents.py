@@ -5,6 +5,7 @@ words it covers (inline.py), zip and XML checks before any library unpacks a fil
 from __future__ import annotations
 
 import io
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 from documents_common import CJK, fake_translate, translated
 
-from translator.documents import inline, package
+from translator.documents import conversion, inline, package
 from translator.documents.document import (
     FORMATS,
     BadDocument,
@@ -215,3 +216,87 @@ def test_a_file_that_cannot_be_read_is_one_line_and_exit_2(
     result = run_cli("translate", "-c", config_file, "-i", path, "-o", out, *options, cwd=tmp_path)
     assert_one_line_error(result, fragment)
     assert path.read_bytes() == data
+
+
+def broken_deflate() -> bytes:
+    """A zip whose one member's deflate stream is damaged (its sizes intact)."""
+    data = bytearray(zipped({"word/document.xml": b"<w:document>" + b"word " * 2000 + b"</w>"}))
+    at = data.index(b"word/document.xml") + len("word/document.xml") + 10
+    data[at : at + 20] = b"\xff" * 20
+    return bytes(data)
+
+
+def test_a_damaged_or_encrypted_zip_is_one_line_never_a_library_error():
+    with pytest.raises(BadDocument, match="not a readable zip"):
+        package.checked_zip(broken_deflate(), "the .docx file")
+    encrypted = bytearray(zipped({"content.xml": b"<x/>"}))
+    for header in (b"PK\x03\x04", b"PK\x01\x02"):  # the encrypted flag, local and central
+        at = encrypted.index(header) + (6 if header == b"PK\x03\x04" else 8)
+        encrypted[at] |= 1
+    with pytest.raises(BadDocument, match="not a readable zip"):
+        package.checked_zip(bytes(encrypted), "the .odt file")
+
+
+def test_what_a_library_raises_unforeseen_is_one_line(monkeypatch):
+    class Fragile:  # a format whose library fails in a way no check foresaw
+        @classmethod
+        def read(cls, data, retranslate=False):
+            raise KeyError("word/document.xml")
+
+    monkeypatch.setattr(FORMATS, "_added", {"fragile": Fragile})
+    with pytest.raises(BadDocument, match="the .fragile file cannot be read: KeyError"):
+        conversion.read(b"x", "fragile")
+
+
+def test_a_server_refuses_markup_far_beyond_the_characters_it_translates():
+    page = b"<p>" + b"<i>x</i>" * 10_000 + b"</p>"
+    with pytest.raises(BadDocument, match="bytes of markup"):
+        conversion.read(page, "html", max_chars=1000)
+    assert conversion.read(page, "html").units  # the CLI reads any size
+
+
+def test_spans_differing_only_in_case_ask_for_one_term():
+    calls = []
+
+    def forgetful(request):
+        calls.append(request)
+        return [
+            t if request.terms or " " not in s else ""
+            for s, t in zip(request.texts, fake_translate(request), strict=True)
+        ]
+
+    units = [[Run("Press "), Run("Save", "b"), Run(" now.")], [Run("Then "), Run("SAVE", "i")]]
+    run(units, forgetful)
+    assert len(calls) == 2 and len(calls[1].terms) == 1
+
+
+def test_many_kept_runs_and_a_stand_in_written_twice_leave_no_stand_in_in_the_text():
+    kept = [Run(f"<x{i}/>", i, kept=True) for i in range(120)]
+    unit = [r for i in range(120) for r in (Run(f"word{i} "), kept[i])] + [Run("end")]
+    (out,), counts = run([unit])
+    assert sorted(r.mark for r in out if r.kept) == list(range(120))  # each once
+    assert not any(inline._PREFIXES[0] in r.text for r in out if not r.kept)
+
+    def twice(request):  # writes every stand-in twice
+        return [re.sub(r"(QZ-\d+)", r"\1 \1", t) for t in fake_translate(request)]
+
+    (out,), counts = run([[Run("Type "), Run("%s", "ph", kept=True), Run(" here.")]], twice)
+    assert sum(r.kept for r in out) == 1 and not any("QZ" in r.text for r in out)
+
+
+def test_every_link_of_a_long_paragraph_keeps_its_target():
+    links = "".join(f'Read <a href="/p{i}">page {i}</a> now. ' for i in range(100))
+    out, counts = translated(f"<p>{links}</p>".encode(), "html")
+    assert all(f'href="/p{i}"' in out.decode() for i in range(100))
+    assert counts.spans == 100 and counts.spans_unplaced == 0
+
+
+def test_markdown_emphasis_beside_chinese_punctuation_stays_emphasis():
+    from markdown_it import MarkdownIt
+
+    from translator.documents.formats.markdown import MarkdownFormat
+
+    document = MarkdownFormat.read(b"I read **The Book** today.\n")
+    base, mark = document.units[0][0].mark, document.units[0][1].mark
+    written = document.write([[Run("我今天读了", base), Run("《书》", mark), Run("。", base)]])
+    assert "<strong>《书》</strong>" in MarkdownIt().render(written.decode())

@@ -3,7 +3,7 @@
 progress and a summary; POST /document takes multipart/form-data from real clients
 (requests, httpx) and answers the file translated in its own format; LibreTranslate's
 /lt/translate_file and /lt/download_file do the same its way. Every refusal is a 4xx JSON
-error of one line. Formats whose modules are not there yet (.srt, .docx) skip."""
+error of one line."""
 
 from __future__ import annotations
 
@@ -247,7 +247,6 @@ def test_the_page_shows_the_translating_state_and_can_cancel(site, page, tmp_pat
 
 
 def test_the_page_uploads_subtitles(site, page, tmp_path):
-    pytest.importorskip("translator.documents.formats.srt")
     path = tmp_path / "film.srt"
     path.write_text(SRT, encoding="utf-8")
     name, data = downloaded(page, path)
@@ -260,7 +259,6 @@ def test_the_page_uploads_subtitles(site, page, tmp_path):
 
 
 def test_the_page_uploads_a_word_document(site, page, tmp_path):
-    pytest.importorskip("translator.documents.formats.docx")
     paragraphs = ["Tom can see the cat.", "", "She should draw the flower."]
     path = tmp_path / "report.docx"
     path.write_bytes(docx_bytes(paragraphs))
@@ -323,6 +321,14 @@ def test_a_file_that_cannot_be_read_is_a_400_naming_why(site):
     assert error.startswith("no format reads")
     refused(upload(site, "README", STORY.encode()), 400, "no format reads")
     assert upload(site, "README", STORY.encode(), format="txt").status_code == 200
+    from test_documents import broken_deflate, zipped
+
+    refused(upload(site, "damaged.docx", broken_deflate()), 400, "not a readable zip")
+    bomb = zipped({"word/document.xml": b"\0" * 4_000_000})
+    refused(upload(site, "bomb.docx", bomb), 400, "zip bomb")
+    refused(upload(site, "laughs.xlf", b'<!DOCTYPE x [<!ENTITY a "a">]><x/>'), 400, "entities")
+    page = {"q": "<p>x</p>" * 1, "format": "html"}
+    assert requests.post(f"{site}/lt/translate", json=page, timeout=30).status_code == 200
 
 
 def test_a_form_without_a_file_is_a_400(site):

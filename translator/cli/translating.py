@@ -52,7 +52,7 @@ def translate(
         typer.Option(
             "--format",
             help="Read --input as this format (txt, md, html, srt, vtt, docx, pptx, odt, epub, "
-            "po, xliff) whatever its extension.",
+            "po, pot, xliff) whatever its extension.",
         ),
     ] = None,
     retranslate: Annotated[
@@ -92,19 +92,22 @@ def translate(
     translator = Translator.open(config, default_checkpoint(config, checkpoint))
     started = time.perf_counter()
     opened(translator, config.decode.glossary)
-    if document is not None:
-        translate_document(translator, document, output)
-    elif streaming:
+    if streaming:
         translate_stdin(translator, output, interactive=not text and sys.stdin.isatty())
+        report(translator)
+        return
+    if document is not None:
+        count, what = translate_document(translator, document, output), "units"
     else:
         write_translations(translator, sentences, output)
-        if report_time:
-            seconds = time.perf_counter() - started
-            typer.echo(
-                f"translated {len(sentences):,} lines in {seconds:.2f} s "
-                f"({len(sentences) / max(seconds, 1e-9):,.1f} lines/s, the model loaded)",
-                err=True,
-            )
+        count, what = len(sentences), "lines"
+    if report_time:
+        seconds = time.perf_counter() - started
+        typer.echo(
+            f"translated {count:,} {what} in {seconds:.2f} s "
+            f"({count / max(seconds, 1e-9):,.1f} {what}/s, the model loaded)",
+            err=True,
+        )
     report(translator)
 
 
@@ -152,6 +155,8 @@ def read_document(
             raise UserError("--retranslate is for PO and XLIFF files")
         return None
     name = format_name(path, given)
+    if retranslate and name not in ("po", "pot", "xliff", "xlf"):
+        raise UserError("--retranslate is for PO and XLIFF files")
     if texts:
         raise UserError(f"{path} is a document: it is translated alone, without text arguments")
     if output is None and not media_type(name).startswith("text/"):
@@ -163,7 +168,7 @@ def read_document(
     return read(path.read_bytes(), name, retranslate)
 
 
-def translate_document(translator, document, output: Path | None) -> None:
+def translate_document(translator, document, output: Path | None) -> int:
     """A document translated into --output (or stdout), and a line on stderr of what was
     translated and what lost its formatting."""
     import tempfile
@@ -182,6 +187,7 @@ def translate_document(translator, document, output: Path | None) -> None:
         line += f"; {counts.kept_moved:,} kept pieces (code, placeholders) put at their "
         line += "paragraph's end"
     typer.echo(line + (f"; written to {output}" if output else ""), err=True)
+    return counts.units
 
 
 def report(translator) -> None:

@@ -26,6 +26,7 @@ from translator.deploy.uploads import (
 from translator.documents import conversion
 from translator.documents.conversion import media_type
 from translator.documents.document import FORMATS
+from translator.errors import UserError
 
 SOURCES, TARGETS = ("en", "auto"), ("zh", "zh-Hans", "zh-CN")
 LANGUAGES = [
@@ -96,7 +97,10 @@ async def translate_html(pages: list[str], translate: Translate) -> list[str]:
     each block with their inline markup around them, every tag and attribute as written."""
     out = []
     for page in pages:
-        document = await asyncio.to_thread(conversion.read, page.encode("utf-8"), "html")
+        try:
+            document = await asyncio.to_thread(conversion.read, page.encode("utf-8"), "html")
+        except UserError as exc:
+            raise BadRequest(400, f"Invalid request: {exc}") from None
         data, _ = await translated(document, translate)
         out.append(data.decode("utf-8"))
     return out

@@ -18,6 +18,7 @@ from pathlib import PurePath
 from urllib.parse import quote
 
 from translator.config import ServeConfig
+from translator.data.glossary import key
 from translator.data.splitting import join
 from translator.deploy.batcher import Batcher
 from translator.deploy.decoder import Settings, best
@@ -101,9 +102,11 @@ def queued(batcher: Batcher, settings: Settings, serve_cfg: ServeConfig) -> Tran
     """A document's translation calls (inline.py's Requests) through the batcher's queue
     with `settings`: a Request's terms under the request's own glossary."""
 
+    own = {key(english)[0] for english, _ in settings.glossary}
+
     async def translate(request: inline.Request) -> list[str]:
-        glossary = tuple(request.terms.items()) + settings.glossary  # the request's win
-        asked = dataclasses.replace(settings, glossary=glossary)
+        terms = [(e, c) for e, c in request.terms.items() if key(e)[0] not in own]
+        asked = dataclasses.replace(settings, glossary=tuple(terms) + settings.glossary)
         found = await lines_translated(
             batcher, request.texts, asked, serve_cfg.max_sentences, serve_cfg.max_chars
         )
@@ -124,11 +127,16 @@ async def translated(
         try:
             request = walk.send(await translate(request))
         except StopIteration as end:
-            return await asyncio.to_thread(document.write, end.value), counts
+            return await asyncio.to_thread(conversion.written, document, end.value), counts
 
 
 async def translated_file(
-    data: bytes, name: str, translate: Translate, serve_cfg: ServeConfig, retranslate: bool = False
+    data: bytes,
+    name: str,
+    translate: Translate,
+    serve_cfg: ServeConfig,
+    retranslate: bool = False,
+    split: bool = True,
 ) -> tuple[bytes, inline.Counts]:
     """The file `data` (format `name`) translated, and what was counted; a file that cannot
     be read, or holds more than serve.max_document_chars to translate, is a 400."""
@@ -137,7 +145,7 @@ async def translated_file(
         document = await asyncio.to_thread(conversion.read, data, name, retranslate, limit)
     except UserError as exc:
         raise BadRequest(400, str(exc)) from None
-    return await translated(document, translate)
+    return await translated(document, translate, split)
 
 
 def translated_name(filename: str, name: str) -> str:
@@ -149,6 +157,7 @@ def translated_name(filename: str, name: str) -> str:
 
 def attachment(filename: str) -> dict[str, str]:
     """The Content-Disposition of a download named `filename` (any characters, RFC 6266)."""
+    filename = "".join(c if c.isprintable() else "_" for c in filename)  # no control character
     ascii_name = filename.encode("ascii", "replace").decode().replace('"', "'").replace("?", "_")
     return {
         "Content-Disposition": f'attachment; filename="{ascii_name}"; '
@@ -214,7 +223,7 @@ async def file_answer(request, batcher: Batcher, serve_cfg: ServeConfig, default
     settings = form_settings(fields, serve_cfg, defaults, model)
     again = fields.get("retranslate", "").lower() in ("1", "true", "on", "yes")
     translate = queued(batcher, settings, serve_cfg)
-    out, counts = await translated_file(data, name, translate, serve_cfg, again)
+    out, counts = await translated_file(data, name, translate, serve_cfg, again, settings.split)
     headers = attachment(translated_name(filename, name)) | {
         "X-Translator-Units": str(counts.units),
         "X-Translator-Spans": str(counts.spans),

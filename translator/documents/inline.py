@@ -22,14 +22,19 @@ from collections import Counter
 from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from translator.data.glossary import key
 from translator.data.splitting import join, sentences
 from translator.documents.document import Run, Unit
 
 _WORDY = re.compile(r"\w")
 _CONTENT = re.compile(r"[^\W\d_]{4,}|\d")
 _EDGES = " \t\r\n.,;:!?。，；：！？、…"  # stripped from a span's translation alone
-MAX_SPANS = 64  # a unit's formatted spans placed (the work is its length times these)
+MAX_SPANS = 64  # a sentence's formatted spans placed (the work: its length times these)
+_AHEAD = 4  # sentences a span is looked for in, from the last span's
 _PREFIXES = ("QZ", "ZQ", "QX", "XQ", "ZX")
+
+
+Placed = tuple[int, int, int]  # a span's place in a translation: start, end, its index
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class Piece:
     head: Unit  # runs before its words (kept, blank, the blank its words begin with)
     tail: Unit
     sentences: list[str] = field(default_factory=list)  # of `source`, as translated
+    prefix: str = "QZ"  # of its stand-ins: QZ-10, QZ-11, …
+    owners: list[int | None] = field(default_factory=list)  # each span's sentence
 
 
 def steps(
@@ -71,23 +78,24 @@ def steps(
     """Each unit translated (a unit without a letter or digit as it is), sentence by
     sentence where `split` (decode.split): a span retried costs its sentence, not its unit."""
     pieces = {i: piece(unit) for i, unit in enumerate(units) if wordy(unit)}
-    for p in pieces.values():  # a span over sentences: a span in each
+    for p in pieces.values():
         p.sentences = sentences(p.source) if split else [p.source]
-        p.spans = [(part, m) for text, m in p.spans for part in within(text, p.sentences)]
-        counts.spans_unplaced += max(len(p.spans) - MAX_SPANS, 0)  # beyond: words kept
-        p.spans = p.spans[:MAX_SPANS]
+        dropped = assign(p)
+        counts.spans += dropped  # their words translated, their formatting dropped
+        counts.spans_unplaced += dropped
     counts.units += len(pieces)
     counts.spans += sum(len(p.spans) for p in pieces.values())
     alone = unique([text for p in pieces.values() for text, _ in p.spans])
     first = unique([s for p in pieces.values() for s in p.sentences])
-    found = dict(zip(first + alone, (yield Request(first + alone)), strict=True))
+    asked = unique(first + alone)
+    found = dict(zip(asked, (yield Request(asked)), strict=True))
     spans = {text: found[text].strip(_EDGES) or found[text] for text in alone}
     done = {i: [found[s] for s in p.sentences] for i, p in pieces.items()}
     again = {i: retried_sentences(p, done[i], spans) for i, p in pieces.items()}
     again = {i: where for i, where in again.items() if where}
     if again:
         texts = unique([pieces[i].sentences[j] for i, where in again.items() for j in where])
-        terms = {text: spans[text] for i in again for text in missing(pieces[i], done[i], spans)}
+        terms = one_each([(t, spans[t]) for i in again for t in missing(pieces[i], done[i], spans)])
         counts.retried += len(texts)
         retried = dict(zip(texts, (yield Request(texts, terms)), strict=True))
         for i, where in again.items():
@@ -160,7 +168,8 @@ def piece(unit: Unit) -> Piece:
     lead = [Run(first[: len(first) - len(first.lstrip())], body[0].mark)]
     trail = [Run(last[len(last.rstrip()) :], body[-1].mark)]
     head = list(unit[:start]) + [r for r in lead if r.text]
-    return Piece(source, base, spans, kept, head, [r for r in trail if r.text] + list(unit[end:]))
+    tail = [r for r in trail if r.text] + list(unit[end:])
+    return Piece(source, base, spans, kept, head, tail, prefix=prefix)
 
 
 def span_of(group: list[Run], base: Hashable) -> list[tuple[str, Hashable]]:
@@ -175,24 +184,75 @@ def stand_in_prefix(text: str) -> str:
     return next((p for p in _PREFIXES if p not in upper), "QZQ")
 
 
-def within(text: str, sentences_: list[str]) -> list[str]:
-    """A span's text as spans each in one sentence: itself where a sentence holds it."""
-    if len(sentences_) < 2 or any(text in sentence for sentence in sentences_):
-        return [text]
-    return [part for part in sentences(text) if _WORDY.search(part)] or [text]
+def assign(piece: Piece) -> int:
+    """Each span given to the sentence that holds it (`owners`), in one pass: spans and
+    sentences are in reading order. A span over sentences becomes a span in each; one no
+    sentence near holds has none (placed in the whole unit). Beyond MAX_SPANS a sentence
+    (or a unit, for those of none), a span's formatting is dropped: how many were."""
+    spans, owners, taken, dropped, j = [], [], Counter(), 0, 0
+    for text, mark in piece.spans:
+        at = holder(text, piece.sentences, j)
+        parts = [(text, at)] if at is not None else across(text, piece.sentences, j)
+        for part, owner in parts:
+            if taken[owner] == MAX_SPANS:
+                dropped += 1
+                continue
+            taken[owner] += 1
+            spans.append((part, mark))
+            owners.append(owner)
+            j = owner if owner is not None else j
+    piece.spans, piece.owners = spans, owners
+    return dropped
 
 
-def places(
-    piece: Piece, written: str, spans: dict[str, str], taken: list[tuple[int, int, int]]
-) -> list[tuple[int, int, int]]:
-    """`taken` and where each other span's translation stands in `written`: (start, end, the
-    span's index), the longest first, none overlapping; a span not found has none."""
-    taken = list(taken)
-    done = {k for _, _, k in taken}
-    order = sorted(range(len(piece.spans)), key=lambda k: -len(spans[piece.spans[k][0]]))
-    for k in (k for k in order if k not in done):
+def holder(text: str, sentences_: list[str], start: int) -> int | None:
+    """The first of the sentences from `start` (and the few after) that holds `text`."""
+    return next(
+        (k for k in range(start, min(start + _AHEAD, len(sentences_))) if text in sentences_[k]),
+        None,
+    )
+
+
+def across(text: str, sentences_: list[str], start: int) -> list[tuple[str, int | None]]:
+    """A span over sentences as a span in each sentence that holds a part of it."""
+    parts = [part for part in sentences(text) if _WORDY.search(part)] or [text]
+    if len(parts) == 1:
+        return [(text, None)]
+    out = []
+    for part in parts:
+        owner = holder(part, sentences_, start)
+        start = owner if owner is not None else start
+        out.append((part, owner))
+    return out
+
+
+def one_each(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """Glossary terms, the first of each English as a glossary looks it up (case aside): two
+    spans "Save" and "SAVE" must not make one glossary of two entries."""
+    terms: dict[str, str] = {}
+    seen: set[str] = set()
+    for english, chinese in pairs:
+        if (looked_up := key(english)[0]) not in seen and chinese:
+            seen.add(looked_up)
+            terms[english] = chinese
+    return terms
+
+
+def places(sub: str, ks: list[int], piece: Piece, spans: dict[str, str]) -> list[Placed]:
+    """Where each of the spans `ks` stands in `sub` (one sentence's translation): a span
+    that is the whole sentence takes it all; another where its translation is, the longest
+    first, none overlapping."""
+    taken: list[Placed] = []
+    for k in ks:
+        if piece.owners[k] is not None and piece.spans[k][0] == piece.sentences[piece.owners[k]]:
+            taken.append((0, len(sub), k))
+            break
+    for k in sorted(
+        (k for k in ks if k not in {t for *_, t in taken}),
+        key=lambda k: -len(spans[piece.spans[k][0]]),
+    ):
         target, at = spans[piece.spans[k][0]], 0
-        while target and (at := written.find(target, at)) >= 0:
+        while target and (at := sub.find(target, at)) >= 0:
             end = at + len(target)
             if not any(s < end and at < e for s, e, _ in taken):
                 taken.append((at, end, k))
@@ -201,14 +261,14 @@ def places(
     return taken
 
 
-def near(written: str, target: str, taken: list[tuple[int, int, int]]) -> tuple[int, int] | None:
+def near(written: str, target: str, taken: list[Placed]) -> tuple[int, int] | None:
     """Where `written` holds most of `target`'s characters within a stretch of its length,
     outside `taken` (more than half of them): a span whose translation in its sentence reads
     a little differently alone. None where no stretch does. One pass (a sliding window)."""
-    size = len(target)
+    size, wanted = len(target), set(target)
     if not size or len(written) < size:
         return None
-    hit = [ch in target for ch in written]
+    hit = [ch in wanted for ch in written]
     for start, end, _ in taken:
         hit[start:end] = [False] * (end - start)
     count, best, where = sum(hit[:size]), size // 2, None
@@ -224,32 +284,31 @@ def near(written: str, target: str, taken: list[tuple[int, int, int]]) -> tuple[
 
 def placements(
     piece: Piece, parts: list[str], spans: dict[str, str], fallback: bool = False
-) -> tuple[str, list[tuple[int, int, int]], int]:
-    """A unit's translation (`parts`, of its sentences) joined, where each span goes in it,
-    and how many went only near their words. A span that is a whole sentence takes that
-    sentence's translation; another where its translation stands (`places`), else `near`,
-    else (with `fallback`) its sentence's free stretch."""
-    written, ranges = joined([tight(part, piece.kept) for part in parts])
-    placed = places(piece, written, spans, [(*ranges[j], k) for k, j in whole(piece)])
-    exact = len(placed)
-    for k, (text, _) in enumerate(piece.spans):
-        if k in {k for _, _, k in placed}:
-            continue
-        found = near(written, spans[text], placed)
-        if found is None and fallback and (within_ := sentence_of(text, piece.sentences, ranges)):
-            found = free_stretch(written, within_, placed)
-        if found:
-            placed.append((*found, k))
-    return written, placed, len(placed) - exact
-
-
-def whole(piece: Piece) -> list[tuple[int, int]]:
-    """The spans that are a whole sentence: (the span's index, the sentence's), each
-    sentence taken once."""
-    free: dict[str, list[int]] = {}
-    for j, sentence in enumerate(piece.sentences):
-        free.setdefault(sentence, []).append(j)
-    return [(k, free[text].pop(0)) for k, (text, _) in enumerate(piece.spans) if free.get(text)]
+) -> tuple[str, list[Placed], int]:
+    """A unit's translation (`parts`, of its sentences) joined, where each span goes in it
+    (looked for in its own sentence's translation: `places`, else `near`, else with
+    `fallback` that translation's longest free stretch), and how many went only near."""
+    written, ranges = joined([tight(part, piece.prefix) for part in cleaned(parts, piece)])
+    groups: dict[int | None, list[int]] = {}
+    for k, owner in enumerate(piece.owners):
+        groups.setdefault(owner, []).append(k)
+    placed, approximate = [], 0
+    for owner, ks in groups.items():
+        lo, hi = ranges[owner] if owner is not None else (0, len(written))
+        sub = written[lo:hi]
+        local = places(sub, ks, piece, spans)
+        exact = len(local)
+        for k in ks:
+            if k in {t for *_, t in local}:
+                continue
+            found = near(sub, spans[piece.spans[k][0]], local)
+            if found is None and fallback and owner is not None:
+                found = free_stretch(sub, (0, len(sub)), local)
+            if found:
+                local.append((*found, k))
+        approximate += len(local) - exact
+        placed += [(start + lo, end + lo, k) for start, end, k in local]
+    return written, placed, approximate
 
 
 def missing(piece: Piece, parts: list[str], spans: dict[str, str]) -> list[str]:
@@ -263,12 +322,13 @@ def missing(piece: Piece, parts: list[str], spans: dict[str, str]) -> list[str]:
 
 
 def retried_sentences(piece: Piece, parts: list[str], spans: dict[str, str]) -> set[int]:
-    """The sentences to translate again for the spans their translation `parts` lacks: those
-    that hold one (all of the unit's, for a span across sentences)."""
+    """The sentences to translate again for the spans their translation `parts` lacks: each
+    one's sentence (all of the unit's, for a span of none)."""
+    lacking = set(missing(piece, parts, spans))
     where: set[int] = set()
-    for text in missing(piece, parts, spans):
-        holding = {j for j, sentence in enumerate(piece.sentences) if text in sentence}
-        where |= holding or set(range(len(piece.sentences)))
+    for (text, _), owner in zip(piece.spans, piece.owners, strict=True):
+        if text in lacking:
+            where |= {owner} if owner is not None else set(range(len(piece.sentences)))
     return where
 
 
@@ -284,23 +344,34 @@ def rebuilt(piece: Piece, parts: list[str], spans: dict[str, str], counts: Count
     for start, end, k in placed:
         marks[start:end] = [piece.spans[k][1]] * (end - start)
     cuts: dict[int, tuple[int, Run]] = {}
-    moved = []
-    for token, run in piece.kept.items():
-        at = written.find(token)
-        if at < 0:
-            moved.append(run)
-        else:
-            cuts[at] = (at + len(token), run)
+    for match in re.finditer(rf"{piece.prefix}-\d+(?!\d)", written):  # each once (cleaned)
+        cuts[match.start()] = (match.end(), piece.kept[match.group(0)])
+    used = {written[start:end] for start, (end, _) in cuts.items()}
+    moved = [run for token, run in piece.kept.items() if token not in used]
     counts.kept_moved += len(moved)
     return list(piece.head) + cut_runs(written, marks, cuts) + moved + piece.tail
 
 
-def tight(text: str, kept: dict[str, Run]) -> str:
-    """No blank between a stand-in and the Chinese beside it."""
-    for token in kept:
-        text = re.sub(rf"(?<=[^\x00-\x7f]) ?{token} ?(?=[^\x00-\x7f]|$)", token, text)
-        text = re.sub(rf"^ ?{token} ?(?=[^\x00-\x7f])", token, text)
-    return text
+def cleaned(parts: list[str], piece: Piece) -> list[str]:
+    """The parts with each stand-in of `piece` where the model first wrote it, and no other
+    (one written twice, or one it made up, would be left in the text)."""
+    seen: set[str] = set()
+
+    def first(match: re.Match) -> str:
+        token = match.group(0)
+        if token in piece.kept and token not in seen:
+            seen.add(token)
+            return token
+        return ""
+
+    pattern = re.compile(rf"{piece.prefix}-\d+(?!\d)")
+    return [pattern.sub(first, part) for part in parts]
+
+
+def tight(text: str, prefix: str) -> str:
+    """No blank between a stand-in and the Chinese beside it (one pass)."""
+    text = re.sub(rf"(?<=[^\x00-\x7f]) ?({prefix}-\d+(?!\d)) ?(?=[^\x00-\x7f]|$)", r"\1", text)
+    return re.sub(rf"^ ?({prefix}-\d+(?!\d)) ?(?=[^\x00-\x7f])", r"\1", text)
 
 
 def joined(parts: list[str]) -> tuple[str, list[tuple[int, int]]]:
@@ -311,14 +382,6 @@ def joined(parts: list[str]) -> tuple[str, list[tuple[int, int]]]:
         ranges.append((len(longer) - len(part), len(longer)))
         text = longer
     return text, ranges
-
-
-def sentence_of(
-    text: str, sources: list[str], ranges: list[tuple[int, int]]
-) -> tuple[int, int] | None:
-    """Where the translation of the sentence holding span `text` stands (None where no one
-    sentence holds it)."""
-    return next((r for s, r in zip(sources, ranges, strict=True) if text in s), None)
 
 
 def free_stretch(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 
 from translator.documents.document import BadDocument, one_line
 
@@ -19,6 +20,16 @@ MAX_RATIO = 200  # unpacked ÷ packed, one member (text XML packs 5–20 to one)
 _XML = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
 _ENTITY = (b"<!ENTITY", "<!ENTITY".encode("utf-16-le"), "<!ENTITY".encode("utf-16-be"))
 _CHUNK = 1 << 20
+# what reading a broken, encrypted or truncated zip raises
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    OSError,
+    zlib.error,
+)
 
 
 def checked_zip(data: bytes, what: str) -> None:
@@ -28,11 +39,12 @@ def checked_zip(data: bytes, what: str) -> None:
             members = archive.infolist()
             check_sizes(members, what)
             for member in members:
-                if member.filename.lower().endswith(_XML):
-                    with archive.open(member) as part:
-                        check_stream(part, f"{what}: {member.filename}")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
-        raise BadDocument(f"{what} is not a readable zip archive ({exc})") from None
+                with archive.open(member) as part:
+                    head = part.read(_CHUNK)
+                    if member.filename.lower().endswith(_XML) or _looks_xml(head):
+                        check_stream(part, f"{what}: {member.filename}", head)
+    except _UNREADABLE as exc:
+        raise BadDocument(f"{what} is not a readable zip archive ({one_line(exc)})") from None
 
 
 def check_sizes(members: list[zipfile.ZipInfo], what: str) -> None:
@@ -59,12 +71,19 @@ def check_xml(data: bytes, what: str) -> None:
         raise BadDocument(f"{what} declares XML entities: refused (they can expand without bound)")
 
 
-def check_stream(part, what: str) -> None:
-    """check_xml over a stream, a chunk at a time (chunks overlap by a declaration's length)."""
-    tail = b""
-    while chunk := part.read(_CHUNK):
+def check_stream(part, what: str, first: bytes = b"") -> None:
+    """check_xml over a stream (its `first` bytes read already), a chunk at a time (chunks
+    overlap by a declaration's length)."""
+    tail, chunk = b"", first
+    while chunk:
         check_xml(tail + chunk, what)
-        tail = chunk[-32:]
+        tail, chunk = chunk[-32:], part.read(_CHUNK)
+
+
+def _looks_xml(head: bytes) -> bool:
+    """Whether a member is XML by its first bytes (a part of any name a library parses)."""
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    return start == b"<" or head[:2] in (b"\xff\xfe", b"\xfe\xff")
 
 
 def repacked(data: bytes, replaced: dict[str, bytes], left_out: tuple[str, ...] = ()) -> bytes:
@@ -83,6 +102,6 @@ def repacked(data: bytes, replaced: dict[str, bytes], left_out: tuple[str, ...] 
                 member.create_system = info.create_system
                 body = replaced.get(info.filename)
                 target.writestr(member, body if body is not None else source.read(info))
-    except (zipfile.BadZipFile, NotImplementedError, EOFError, OSError) as exc:
+    except _UNREADABLE as exc:
         raise BadDocument(f"a member of the file cannot be copied ({one_line(exc)})") from None
     return out.getvalue()

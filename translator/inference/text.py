@@ -210,10 +210,12 @@ class Translator:
     ) -> Counts:
         """A document read already (documents/conversion.py's `read`) translated into `out`,
         written atomically; as `translate_file`."""
-        if (options.get("nbest") or self.decode_cfg.nbest) and options.get("nbest") != 0:
+        options = {name: value for name, value in options.items() if value is not None}
+        decode_cfg = changed(self.decode_cfg, **options)
+        if decode_cfg.nbest:
             raise UserError("a document is written with the best translations: drop --nbest")
         given = Glossary.open(glossary)
-        sampling = options.get("sample", self.decode_cfg.sample)
+        sampling = decode_cfg.sample
 
         def call(request: Request) -> list[str]:
             terms = Glossary.of(request.terms, "the document's formatting")
@@ -221,8 +223,7 @@ class Translator:
             chosen = laid if (request.terms and not sampling) else given
             return self.translate(request.texts, glossary=chosen, **options)
 
-        split = options.get("split", self.decode_cfg.split)
-        written, counts = conversion.translated(document, call, split)
+        written, counts = conversion.translated(document, call, decode_cfg.split)
         atomic_write(Path(out), lambda tmp: Path(tmp).write_bytes(written))
         return counts
 

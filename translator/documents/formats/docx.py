@@ -95,10 +95,10 @@ class Paragraph:
 class _Reader:
     """A paragraph's children in order as runs: text with its mark, the rest kept."""
 
-    def __init__(self, paragraph: Paragraph):
+    def __init__(self, paragraph: Paragraph, depth: int = 0):
         self.paragraph = paragraph
         self.runs: Unit = []
-        self.depth = 0  # complex fields open
+        self.depth = depth  # complex fields open (one may span paragraphs: a TOC)
 
     def children(self, slot: Any, path: tuple[int, ...]) -> None:
         for child in slot:
@@ -165,11 +165,13 @@ class _Reader:
             self.runs.append(Run(literal, len(kept) - 1, kept=True))
 
 
-def read_paragraph(element: Any, story: int) -> tuple[Unit, Paragraph]:
+def read_paragraph(element: Any, story: int, depth: int = 0) -> tuple[Unit, Paragraph, int]:
+    """A paragraph's unit, and the complex fields still open at its end (`depth`: those open
+    at its start)."""
     paragraph = Paragraph(element, story)
-    reader = _Reader(paragraph)
+    reader = _Reader(paragraph, depth)
     reader.children(element, ())
-    return reader.runs, paragraph
+    return reader.runs, paragraph, reader.depth
 
 
 def text_run(template: Any, text: str) -> Any:
@@ -324,8 +326,9 @@ class DocxFormat:
             raise BadDocument(f"the .docx file cannot be read: {one_line(exc)}") from None
         units, paragraphs = [], []
         for index, story in enumerate(found):
+            depth = 0  # a field's result over several paragraphs (a TOC) stays as it is
             for element in story.root.iter(_W + "p"):
-                unit, paragraph = read_paragraph(element, index)
+                unit, paragraph, depth = read_paragraph(element, index, depth)
                 units.append(unit)
                 paragraphs.append(paragraph)
         return DocxDocument(units, paragraphs, found, data)

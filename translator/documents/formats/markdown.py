@@ -19,6 +19,7 @@ delimiter row, and a block whose text markdown-it does not read as its source li
 from __future__ import annotations
 
 import re
+import unicodedata
 from array import array
 from dataclasses import dataclass
 from typing import Any
@@ -383,17 +384,34 @@ def _escaped(text: str, table: bool, line_start: bool) -> str:
     return text
 
 
+_TAGS = {"**": "strong", "__": "strong", "*": "em", "_": "em", "~~": "del"}
+
+
 def _underscores(parts: list[str], pairs: list[list[int]]) -> None:
-    """`_`/`__` as `*`/`**` where a word character stands outside it (Chinese beside it):
-    an underscore there would not make emphasis."""
+    """Delimiters CommonMark would not read as emphasis beside Chinese: `_`/`__` as `*`/`**`
+    where a word character stands outside them, and any pair as HTML (`<strong>`, `<em>`,
+    `<del>`) where punctuation inside meets a word character outside (`**《三体》**这本书`
+    would show its asterisks)."""
     ends = [0]
     for part in parts:
         ends.append(ends[-1] + len(part))
     joined = "".join(parts)
     for opening, closing in pairs:
-        if parts[opening] not in ("_", "__"):
+        if parts[opening] not in _TAGS:
             continue
         before = joined[ends[opening] - 1 : ends[opening]]
         after = joined[ends[closing + 1] : ends[closing + 1] + 1]
-        if _WORDY.match(before) or _WORDY.match(after):
+        first = joined[ends[opening + 1] : ends[opening + 1] + 1]
+        last = joined[ends[closing] - 1 : ends[closing]]
+        if (_punctuation(first) and _WORDY.match(before)) or (
+            _punctuation(last) and _WORDY.match(after)
+        ):
+            tag = _TAGS[parts[opening]]
+            parts[opening], parts[closing] = f"<{tag}>", f"</{tag}>"
+        elif parts[opening] in ("_", "__") and (_WORDY.match(before) or _WORDY.match(after)):
             parts[opening] = parts[closing] = "*" * len(parts[opening])
+
+
+def _punctuation(char: str) -> bool:
+    """Whether CommonMark counts `char` as punctuation (Unicode P* and S*)."""
+    return bool(char) and unicodedata.category(char)[0] in "PS"
