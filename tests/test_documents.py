@@ -300,3 +300,15 @@ def test_markdown_emphasis_beside_chinese_punctuation_stays_emphasis():
     base, mark = document.units[0][0].mark, document.units[0][1].mark
     written = document.write([[Run("我今天读了", base), Run("《书》", mark), Run("。", base)]])
     assert "<strong>《书》</strong>" in MarkdownIt().render(written.decode())
+
+
+def test_a_span_placed_by_its_characters_comes_before_one_that_takes_its_sentence():
+    def model(request):  # "apparently" alone reads nothing like it does in its sentence
+        alone = {"apparently": "一个高兴趣", "done that": "把那件事"}
+        return [alone.get(t, "汤姆已经完成了那件事。") for t in request.texts]
+
+    unit = [Run("Tom has "), Run("apparently", "b"), Run(" "), Run("done that", "i"), Run(".")]
+    (out,), counts = run([unit], model)
+    assert [r.text for r in out if r.mark == "i"] == ["那件事"]  # near its words
+    assert [r.text for r in out if r.mark == "b"] == ["汤姆已经完成了"]  # its sentence's rest
+    assert (counts.spans_near, counts.spans_unplaced) == (2, 0)

@@ -17,6 +17,7 @@ same steps.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Callable, Generator, Hashable, Sequence
@@ -30,7 +31,6 @@ _WORDY = re.compile(r"\w")
 _CONTENT = re.compile(r"[^\W\d_]{4,}|\d")
 _EDGES = " \t\r\n.,;:!?。，；：！？、…"  # stripped from a span's translation alone
 MAX_SPANS = 64  # a sentence's formatted spans placed (the work: its length times these)
-_AHEAD = 4  # sentences a span is looked for in, from the last span's
 _PREFIXES = ("QZ", "ZQ", "QX", "XQ", "ZX")
 
 
@@ -185,14 +185,20 @@ def stand_in_prefix(text: str) -> str:
 
 
 def assign(piece: Piece) -> int:
-    """Each span given to the sentence that holds it (`owners`), in one pass: spans and
-    sentences are in reading order. A span over sentences becomes a span in each; one no
-    sentence near holds has none (placed in the whole unit). Beyond MAX_SPANS a sentence
-    (or a unit, for those of none), a span's formatting is dropped: how many were."""
-    spans, owners, taken, dropped, j = [], [], Counter(), 0, 0
+    """Each span given to the sentence it stands in (`owners`), found by where it starts in
+    the unit's text, in one pass (spans and sentences are in reading order). A span over
+    sentences becomes a span in each. Beyond MAX_SPANS a sentence, a span's formatting is
+    dropped: how many were."""
+    starts = sentence_starts(piece.source, piece.sentences)
+    spans, owners, taken, dropped, at = [], [], Counter(), 0, 0
     for text, mark in piece.spans:
-        at = holder(text, piece.sentences, j)
-        parts = [(text, at)] if at is not None else across(text, piece.sentences, j)
+        found = piece.source.find(text, at)
+        if found < 0:  # not in its text as written (cannot happen): placed in the whole unit
+            parts = [(text, None)]
+        else:
+            at = found + len(text)
+            first, last = owner_at(starts, found), owner_at(starts, at - 1)
+            parts = [(text, first)] if first == last else across(text, piece, found)
         for part, owner in parts:
             if taken[owner] == MAX_SPANS:
                 dropped += 1
@@ -200,29 +206,33 @@ def assign(piece: Piece) -> int:
             taken[owner] += 1
             spans.append((part, mark))
             owners.append(owner)
-            j = owner if owner is not None else j
     piece.spans, piece.owners = spans, owners
     return dropped
 
 
-def holder(text: str, sentences_: list[str], start: int) -> int | None:
-    """The first of the sentences from `start` (and the few after) that holds `text`."""
-    return next(
-        (k for k in range(start, min(start + _AHEAD, len(sentences_))) if text in sentences_[k]),
-        None,
-    )
+def sentence_starts(source: str, sentences_: list[str]) -> list[int]:
+    """Where each sentence starts in `source` (the splitter keeps their order and words)."""
+    starts, at = [], 0
+    for sentence in sentences_:
+        found = source.find(sentence, at)
+        starts.append(found if found >= 0 else at)
+        at = found + len(sentence) if found >= 0 else at
+    return starts
 
 
-def across(text: str, sentences_: list[str], start: int) -> list[tuple[str, int | None]]:
-    """A span over sentences as a span in each sentence that holds a part of it."""
-    parts = [part for part in sentences(text) if _WORDY.search(part)] or [text]
-    if len(parts) == 1:
-        return [(text, None)]
-    out = []
-    for part in parts:
-        owner = holder(part, sentences_, start)
-        start = owner if owner is not None else start
-        out.append((part, owner))
+def owner_at(starts: list[int], offset: int) -> int | None:
+    """The sentence holding the character at `offset`."""
+    return max(bisect.bisect_right(starts, offset) - 1, 0) if starts else None
+
+
+def across(text: str, piece: Piece, found: int) -> list[tuple[str, int | None]]:
+    """A span over sentences (starting at `found`) as a span in each sentence it covers."""
+    starts = sentence_starts(piece.source, piece.sentences)
+    out, at = [], found
+    for part in [part for part in sentences(text) if _WORDY.search(part)] or [text]:
+        where = piece.source.find(part, at)
+        at = where + len(part) if where >= 0 else at
+        out.append((part, owner_at(starts, where) if where >= 0 else None))
     return out
 
 
@@ -298,13 +308,15 @@ def placements(
         sub = written[lo:hi]
         local = places(sub, ks, piece, spans)
         exact = len(local)
-        for k in ks:
-            if k in {t for *_, t in local}:
-                continue
-            found = near(sub, spans[piece.spans[k][0]], local)
-            if found is None and fallback and owner is not None:
-                found = free_stretch(sub, (0, len(sub)), local)
-            if found:
+        for k in ks:  # then those near their words, before any takes its sentence's rest
+            if k not in {t for *_, t in local} and (
+                found := near(sub, spans[piece.spans[k][0]], local)
+            ):
+                local.append((*found, k))
+        for k in ks if fallback and owner is not None else []:
+            if k not in {t for *_, t in local} and (
+                found := free_stretch(sub, (0, len(sub)), local)
+            ):
                 local.append((*found, k))
         approximate += len(local) - exact
         placed += [(start + lo, end + lo, k) for start, end, k in local]
