@@ -312,3 +312,21 @@ def test_a_span_placed_by_its_characters_comes_before_one_that_takes_its_sentenc
     assert [r.text for r in out if r.mark == "i"] == ["那件事"]  # near its words
     assert [r.text for r in out if r.mark == "b"] == ["汤姆已经完成了"]  # its sentence's rest
     assert (counts.spans_near, counts.spans_unplaced) == (2, 0)
+
+
+def test_a_unit_of_thousands_of_sentences_and_spans_costs_its_length():
+    """A unit's sentences joined with their places known in one pass, and spans over sentence
+    boundaries given to each sentence they cover (scripts/bench_documents.py times it)."""
+    from translator.data.splitting import join
+    from translator.documents.inline import joined
+
+    parts = [f"句子{i}。" if i % 3 else f"Tom{i}" for i in range(3000)]
+    text, ranges = joined(parts)
+    assert text == join(parts) and all(
+        text[a:b] == p for (a, b), p in zip(ranges, parts, strict=True)
+    )
+    unit = []
+    for i in range(300):
+        unit += [Run(f"Word{i} is here. "), Run(f"Then bold{i}. Next{i}", ("b", i % 2))]
+    (out,), counts = run([unit])
+    assert counts.spans == 600 and counts.spans_unplaced == 0  # each span, a part a sentence

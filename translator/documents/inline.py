@@ -198,7 +198,7 @@ def assign(piece: Piece) -> int:
         else:
             at = found + len(text)
             first, last = owner_at(starts, found), owner_at(starts, at - 1)
-            parts = [(text, first)] if first == last else across(text, piece, found)
+            parts = [(text, first)] if first == last else across(text, piece, found, starts)
         for part, owner in parts:
             if taken[owner] == MAX_SPANS:
                 dropped += 1
@@ -225,9 +225,9 @@ def owner_at(starts: list[int], offset: int) -> int | None:
     return max(bisect.bisect_right(starts, offset) - 1, 0) if starts else None
 
 
-def across(text: str, piece: Piece, found: int) -> list[tuple[str, int | None]]:
-    """A span over sentences (starting at `found`) as a span in each sentence it covers."""
-    starts = sentence_starts(piece.source, piece.sentences)
+def across(text: str, piece: Piece, found: int, starts: list[int]) -> list[tuple[str, int | None]]:
+    """A span over sentences (starting at `found`; the sentences start at `starts`) as a span
+    in each sentence it covers."""
     out, at = [], found
     for part in [part for part in sentences(text) if _WORDY.search(part)] or [text]:
         where = piece.source.find(part, at)
@@ -387,13 +387,19 @@ def tight(text: str, prefix: str) -> str:
 
 
 def joined(parts: list[str]) -> tuple[str, list[tuple[int, int]]]:
-    """`parts` joined as `join` joins sentences, and where each stands in the result."""
-    text, ranges = "", []
+    """`parts` joined as `join` joins sentences (a part after another, with a blank only
+    between two Latin letters or digits: `join` of the last part written and the next),
+    and where each stands in the result. Linear: no growing string is joined again."""
+    pieces, ranges, size, last = [], [], 0, ""
     for part in parts:
-        longer = join([text, part])
-        ranges.append((len(longer) - len(part), len(longer)))
-        text = longer
-    return text, ranges
+        both = join([last, part])  # the last part and this: what join puts between them
+        blank = both[len(last) : len(both) - len(part)] if part else ""
+        pieces.append(blank + part)
+        size += len(blank)
+        ranges.append((size, size + len(part)))
+        size += len(part)
+        last = part or last
+    return "".join(pieces), ranges
 
 
 def free_stretch(
