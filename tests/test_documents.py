@@ -4,15 +4,13 @@ words it covers (inline.py), zip and XML checks before any library unpacks a fil
 
 from __future__ import annotations
 
-import io
 import re
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import assert_one_line_error, run_cli
-from documents_common import CJK, fake_translate, translated
+from documents_common import CJK, fake_translate, translated, zipped
 
 from translator.documents import conversion, inline, package
 from translator.documents.document import (
@@ -113,14 +111,6 @@ def test_each_distinct_text_is_translated_once():
 
     run([[Run("Hello world")]] * 50 + [[Run("Hello "), Run("world", "b")]] * 50, counting)
     assert sorted(seen) == ["Hello world", "world"]
-
-
-def zipped(members: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", method) as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return buffer.getvalue()
 
 
 def test_a_zip_bomb_is_refused_before_anything_is_unpacked(monkeypatch):

@@ -6,12 +6,10 @@ they were."""
 from __future__ import annotations
 
 import io
-import struct
 import zipfile
-import zlib
 
 import pytest
-from documents_common import CJK, translated, word
+from documents_common import CJK, members, png, translated, word, zipped
 from ebooklib import epub
 from lxml import etree
 
@@ -33,18 +31,6 @@ CHAPTER = f"""<html><head><title>The first chapter</title></head><body>
 <script>var greeting = "hello world";</script>
 <p><a id="page5"/>* * *</p>
 </body></html>"""
-
-
-def png() -> bytes:
-    """A 1×1 PNG."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        crc = struct.pack(">I", zlib.crc32(kind + body))
-        return struct.pack(">I", len(body)) + kind + body + crc
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = chunk(b"IDAT", zlib.compress(b"\0\0\0\0"))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + pixels + chunk(b"IEND", b"")
 
 
 def book(*chapters: str, title: str = "The first chapter", name: str = "A small book") -> bytes:
@@ -72,19 +58,6 @@ def book(*chapters: str, title: str = "The first chapter", name: str = "A small 
     b.spine = ["nav", *items]
     out = io.BytesIO()
     epub.write_epub(out, b)
-    return out.getvalue()
-
-
-def members(data: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        return {name: z.read(name) for name in z.namelist()}
-
-
-def zipped(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, body in files.items():
-            z.writestr(name, body, zipfile.ZIP_STORED if name == "mimetype" else None)
     return out.getvalue()
 
 

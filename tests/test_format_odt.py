@@ -5,12 +5,9 @@ words, everything else (pictures, notes' citations, tabs, bookmarks, meta.xml) a
 from __future__ import annotations
 
 import io
-import struct
-import zipfile
-import zlib
 
 import pytest
-from documents_common import CJK, translated, word
+from documents_common import CJK, members, png, translated, word, zipped
 from odf import draw, style, table, text
 from odf.opendocument import OpenDocumentText, load
 
@@ -19,19 +16,6 @@ from translator.documents.formats.odt import OdtFormat
 
 XLINK = "http://www.w3.org/1999/xlink"
 URL = "https://example.com/cat"
-
-
-def png() -> bytes:
-    """A 1×1 PNG."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        )
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = chunk(b"IDAT", zlib.compress(b"\0\0\0\0"))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + pixels + chunk(b"IEND", b"")
 
 
 def saved(doc) -> bytes:
@@ -135,11 +119,6 @@ def text_of(element) -> str:
     )
 
 
-def zipped_members(data: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        return {name: z.read(name) for name in z.namelist()}
-
-
 def test_structure_counts_and_everything_but_the_words_are_kept():
     data = rich()
     before = bytes(data)
@@ -163,7 +142,7 @@ def test_structure_counts_and_everything_but_the_words_are_kept():
     headers = result.masterstyles.getElementsByType(style.Header)
     assert CJK.search(text_of(headers[0]))
     assert "* * *" in [text_of(p) for p in new]
-    was, now = zipped_members(data), zipped_members(out)
+    was, now = members(data), members(out)
     assert list(was) == list(now)
     assert [n for n in was if was[n] != now[n]] == ["styles.xml", "content.xml"]
 
@@ -173,7 +152,7 @@ def test_only_content_xml_is_rewritten_when_headers_and_footers_have_no_words():
     doc.text.addElement(text.P(text="Hello world"))
     data = saved(doc)
     out, _ = translated(data, "odt")
-    was, now = zipped_members(data), zipped_members(out)
+    was, now = members(data), members(out)
     assert [n for n in was if was[n] != now[n]] == ["content.xml"]
     assert text_of(load(io.BytesIO(out)).text.getElementsByType(text.P)[0]) == "你好世界"
 
@@ -214,29 +193,21 @@ def test_an_unchanged_document_comes_back_as_its_bytes():
 
 
 def test_members_odfpy_would_drop_are_kept_and_a_signature_is_left_out():
-    files = zipped_members(rich())
+    files = members(rich())
     files["Configurations2/accelerator/current.xml"] = b"<x/>"  # not in the manifest
     files["Object 1/Pictures/chart.png"] = png()  # an embedded object's picture
     files["META-INF/documentsignatures.xml"] = b"<signatures/>"
-    out = zipped_members(translated(zipped(files), "odt")[0])
+    out = members(translated(zipped(files), "odt")[0])
     assert "META-INF/documentsignatures.xml" not in out
     for name in ("Configurations2/accelerator/current.xml", "Object 1/Pictures/chart.png"):
         assert out[name] == files[name]
 
 
-def zipped(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression) as z:
-        for name, body in members.items():
-            z.writestr(name, body)
-    return out.getvalue()
-
-
 def changed(name: str, change) -> bytes:
     """rich() with its member `name` changed by `change`."""
-    members = zipped_members(rich())
-    members[name] = change(members[name])
-    return zipped(members)
+    parts = members(rich())
+    parts[name] = change(parts[name])
+    return zipped(parts)
 
 
 def sealed(manifest: bytes) -> bytes:
@@ -275,12 +246,12 @@ def test_a_broken_file_is_one_line(make, says):
 
 
 def test_a_zip_bomb_and_an_entity_declaration_are_refused():
-    members = zipped_members(rich())
-    bomb = dict(members, **{"Pictures/zeros.png": bytes(4 * 2**20)})
+    parts = members(rich())
+    bomb = dict(parts, **{"Pictures/zeros.png": bytes(4 * 2**20)})
     with pytest.raises(BadDocument, match="zip bomb"):
         OdtFormat.read(zipped(bomb))
     laughs = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]>'
-    entity = dict(members, **{"content.xml": laughs + members["content.xml"].split(b"?>", 1)[1]})
+    entity = dict(parts, **{"content.xml": laughs + parts["content.xml"].split(b"?>", 1)[1]})
     with pytest.raises(BadDocument, match="entities"):
         OdtFormat.read(zipped(entity))
 

@@ -321,7 +321,8 @@ def test_a_file_that_cannot_be_read_is_a_400_naming_why(site):
     assert error.startswith("no format reads")
     refused(upload(site, "README", STORY.encode()), 400, "no format reads")
     assert upload(site, "README", STORY.encode(), format="txt").status_code == 200
-    from test_documents import broken_deflate, zipped
+    from documents_common import zipped
+    from test_documents import broken_deflate
 
     refused(upload(site, "damaged.docx", broken_deflate()), 400, "not a readable zip")
     bomb = zipped({"word/document.xml": b"\0" * 4_000_000})

@@ -4,8 +4,9 @@ and returns the file's bytes. Formats are found by name in the entry-point group
 `translator.formats`, one name per file extension (`docx`, `htm`, …).
 
 A format is a class with `media_type`, `extra` (the pip extra its library comes with) and
-`read(data, retranslate)`: a Document, or a UserError of one line for a file it cannot read
-(BadDocument). `read` never changes `data`; `write` returns new bytes.
+`read(data, retranslate)`: a Document, or a BadDocument of one line saying what is wrong
+with a file it cannot read (conversion.read turns any other error of a library's into one
+line too). `read` never changes `data`; `write` returns new bytes.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from translator.documents.document import BadDocument, Run, Unit, library, one_line
+from translator.documents.document import BadDocument, Run, Unit, library
 from translator.documents.package import checked_zip, repacked
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -303,14 +303,12 @@ def stories(document: Any) -> list[Story]:
 def opened(data: bytes) -> Any:
     docx = library("docx", "docx", ".docx")
     checked_zip(data, "the .docx file")
-    try:
+    try:  # any other error of the library's is one line in conversion.read
         return docx.Document(io.BytesIO(data))
     except ValueError as exc:
         if "not a Word file" in str(exc):
             raise BadDocument("the .docx file is not a Word document") from None
-        raise BadDocument(f"the .docx file cannot be read: {one_line(exc)}") from None
-    except Exception as exc:  # the library's own errors, KeyError, lxml's XMLSyntaxError…
-        raise BadDocument(f"the .docx file cannot be read: {one_line(exc)}") from None
+        raise
 
 
 class DocxFormat:
@@ -319,11 +317,7 @@ class DocxFormat:
 
     @classmethod
     def read(cls, data: bytes, retranslate: bool = False) -> DocxDocument:
-        document = opened(data)
-        try:
-            found = stories(document)
-        except Exception as exc:  # a related part that is not XML
-            raise BadDocument(f"the .docx file cannot be read: {one_line(exc)}") from None
+        found = stories(opened(data))
         units, paragraphs = [], []
         for index, story in enumerate(found):
             depth = 0  # a field's result over several paragraphs (a TOC) stays as it is

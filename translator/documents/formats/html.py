@@ -27,7 +27,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from translator.documents.document import BadDocument, Run, Unit, decoded, encoded, plain
+from translator.documents.document import Run, Unit, decoded, encoded, plain
 
 
 def _names(words: str) -> frozenset[str]:
@@ -221,10 +221,7 @@ class HtmlFormat:
     @classmethod
     def read(cls, data: bytes, retranslate: bool = False) -> HtmlDocument:
         text = decoded(data, "the HTML file")
-        try:
-            events = _Events(text).events
-        except Exception as exc:  # html.parser is lenient: a bug of its own, in one line
-            raise BadDocument(f"the HTML file could not be parsed ({exc})") from None
+        events = _Events(text).events  # lenient: a bug of its own is one line (conversion)
         reader = _Reader(text)
         for event in events:
             reader.take(event)

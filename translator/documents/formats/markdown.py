@@ -24,7 +24,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from translator.documents.document import BadDocument, Run, Unit, decoded, encoded, library
+from translator.documents.document import Run, Unit, decoded, encoded, library
 
 _TRIM = "\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
 _TRIM += "\u200a\u2028\u2029\u202f\u205f\u3000"  # markdown-it's mdTrim
@@ -87,10 +87,7 @@ class MarkdownFormat:
             cuts = [(m.start(), m.end()) for m in _BREAK.finditer(text)]
             starts = [0] + [end for _, end in cuts]
             lines = list(zip(starts, [start for start, _ in cuts] + [len(text)], strict=True))
-        try:
-            tokens = _parser(mdit, rules).parse(_parsed_text(text, lines))
-        except Exception as exc:  # markdown-it is lenient: a bug of its own, in one line
-            raise BadDocument(f"the Markdown file could not be parsed ({exc})") from None
+        tokens = _parser(mdit, rules).parse(_parsed_text(text, lines))  # lenient (conversion)
         units, blocks = [], []
         for unit, block in _blocks(tokens, text, lines):
             units.append(unit)

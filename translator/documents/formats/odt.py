@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax import SAXException, handler
 
-from translator.documents.document import BadDocument, Run, Unit, library, one_line
+from translator.documents.document import BadDocument, Run, Unit, library
 from translator.documents.package import check_xml, checked_zip, repacked
 
 WHAT = "the .odt file"
@@ -83,10 +83,7 @@ class OdtFormat:
         checked_zip(data, WHAT)
         opendocument = library("odf.opendocument", "odt", ".odt")
         check_parts(data)
-        try:
-            doc = opendocument.load(io.BytesIO(data))
-        except Exception as exc:  # odfpy raises whatever its parts raise
-            raise BadDocument(f"{WHAT} cannot be read: {one_line(exc)}") from None
+        doc = opendocument.load(io.BytesIO(data))  # what odfpy raises: one line (conversion)
         if not doc.body.childNodes:
             raise BadDocument(f"{WHAT} has no document body (content.xml)")
         body = paragraphs(doc.body)

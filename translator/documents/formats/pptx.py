@@ -26,7 +26,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from translator.documents.document import BadDocument, Run, Unit, library, one_line
+from translator.documents.document import BadDocument, Run, Unit, library
 from translator.documents.formats.docx import properties_key, xml_text
 from translator.documents.package import checked_zip, repacked
 
@@ -150,14 +150,12 @@ def stories(presentation: Any) -> list[tuple[Any, Any]]:
 def opened(data: bytes) -> Any:
     pptx = library("pptx", "pptx", ".pptx")
     checked_zip(data, "the .pptx file")
-    try:
+    try:  # any other error of the library's is one line in conversion.read
         return pptx.Presentation(io.BytesIO(data))
     except ValueError as exc:
         if "not a PowerPoint file" in str(exc):
             raise BadDocument("the .pptx file is not a PowerPoint presentation") from None
-        raise BadDocument(f"the .pptx file cannot be read: {one_line(exc)}") from None
-    except Exception as exc:  # the library's own errors, KeyError, lxml's XMLSyntaxError…
-        raise BadDocument(f"the .pptx file cannot be read: {one_line(exc)}") from None
+        raise
 
 
 class PptxFormat:
@@ -166,11 +164,7 @@ class PptxFormat:
 
     @classmethod
     def read(cls, data: bytes, retranslate: bool = False) -> PptxDocument:
-        presentation = opened(data)
-        try:
-            found = stories(presentation)
-        except Exception as exc:  # a slide or notes part that is not what it says
-            raise BadDocument(f"the .pptx file cannot be read: {one_line(exc)}") from None
+        found = stories(opened(data))
         units, paragraphs = [], []
         for index, (_, root) in enumerate(found):
             for element in root.iter(_A + "p"):
